@@ -1,0 +1,44 @@
+# Two entry points for a fresh machine: `make sweep` and `make test`. Both install what is missing.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+SIZER := $(VENV)/bin/sizer
+MXNET_VENV := .venv-mxnet
+# The default sweep's outputs (store, report.html, results.json, points.csv).
+OUT ?= results
+
+.PHONY: install system-deps fio chromium mxnet-env test sweep clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+# fio measures disks; Chromium renders the report in its test. Both come from Debian's packages.
+fio:
+	@command -v fio >/dev/null || scripts/apt-install.sh fio fio
+
+chromium:
+	@command -v chromium >/dev/null || scripts/apt-install.sh chromium chromium
+
+system-deps: fio chromium
+
+# MXNet 1.9.1 needs numpy 1.23.5, so it lives in its own environment; its workloads run there.
+mxnet-env: $(MXNET_VENV)/.installed
+
+$(MXNET_VENV)/.installed:
+	@test -x $(MXNET_VENV)/bin/python || $(PYTHON) -m venv $(MXNET_VENV)
+	$(MXNET_VENV)/bin/python -m pip install -q 'mxnet==1.9.1' 'numpy==1.23.5' pillow
+	@touch $@
+
+test: install system-deps mxnet-env
+	$(PY) -m pytest -q
+
+sweep: install fio
+	$(SIZER) sweep --out $(OUT)
+
+clean:
+	rm -rf $(VENV) $(MXNET_VENV) $(OUT) .pytest_cache

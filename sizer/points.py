@@ -1,0 +1,143 @@
+"""The measured point, as the model, the recommender and the report see it, and its CSV form.
+
+`points.csv` has one row per point: `workload,vcpus,ram_gib,disk_class,throughput,unit,status`
+plus optional columns (see OPTIONAL_COLUMNS). The same format is written by `sizer report` and read
+by `--input`, so measurements from elsewhere can be fitted and recommended from.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from sizer.errors import SizerError
+
+REQUIRED_COLUMNS = ("workload", "vcpus", "ram_gib", "disk_class", "throughput", "unit", "status")
+OPTIONAL_COLUMNS = (
+    "profile",
+    "spread",
+    "bottleneck",
+    "gpu_model",
+    "gpu_util_pct",
+    "cpu_util_per_vcpu",
+    "read_mb_per_sample",  # MB read from the device per sample in the cold pass
+    "dataset_gib",
+    "footprint_gib",
+    "calibration_ips",  # per-vCPU decode-and-augment rate of the host (images/s)
+    "input",  # files / lmdb / tar / rec / synthetic
+    "decode",  # cpu / gpu
+)
+USABLE_STATUSES = ("ok", "noisy")
+
+
+@dataclass
+class Point:
+    workload: str
+    vcpus: int
+    ram_gib: float
+    disk_class: str
+    throughput: float
+    unit: str
+    status: str = "ok"
+    profile: str = ""
+    spread: float = 0.0
+    bottleneck: str = ""
+    gpu_model: str = ""
+    gpu_util_pct: float | None = None
+    cpu_util_per_vcpu: float | None = None
+    read_mb_per_sample: float | None = None
+    dataset_gib: float | None = None
+    footprint_gib: float | None = None
+    calibration_ips: float | None = None
+    input: str = ""
+    decode: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def usable(self) -> bool:
+        return self.status in USABLE_STATUSES and self.throughput > 0
+
+    def shape_label(self) -> str:
+        return f"{self.vcpus} vCPU / {self.ram_gib:g} GiB / {self.disk_class}"
+
+    def to_row(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("extra")
+        return {k: ("" if v is None else v) for k, v in d.items()}
+
+
+_FLOAT_OPTIONAL = {
+    "spread",
+    "gpu_util_pct",
+    "cpu_util_per_vcpu",
+    "read_mb_per_sample",
+    "dataset_gib",
+    "footprint_gib",
+    "calibration_ips",
+}
+
+
+def _number(text: str, row: int, column: str, integer: bool = False) -> float:
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        raise SizerError(f"row {row}, column {column!r}: not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise SizerError(f"row {row}, column {column!r}: must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def read_points_csv(path: str | Path) -> list[Point]:
+    """Parse a points.csv; a malformed file is refused with one line naming the row and column."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SizerError(f"cannot read points file {path}: {exc.strerror}") from None
+    return parse_points_csv(text, str(path))
+
+
+def parse_points_csv(text: str, name: str = "points.csv") -> list[Point]:
+    reader = csv.DictReader(io.StringIO(text))
+    header = reader.fieldnames or []
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise SizerError(f"{name}: missing column(s) {', '.join(missing)} (needs {','.join(REQUIRED_COLUMNS)})")
+    points = []
+    for i, raw in enumerate(reader, start=2):  # row 1 is the header
+        if raw.get("workload") in (None, ""):
+            raise SizerError(f"{name}: row {i}, column 'workload': empty")
+        vcpus = int(_number(raw["vcpus"], i, "vcpus", integer=True))
+        if vcpus < 1:
+            raise SizerError(f"{name}: row {i}, column 'vcpus': must be >= 1")
+        kwargs: dict[str, Any] = {
+            "workload": raw["workload"],
+            "vcpus": vcpus,
+            "ram_gib": _number(raw["ram_gib"], i, "ram_gib"),
+            "disk_class": raw["disk_class"] or "local-nvme",
+            "throughput": _number(raw["throughput"] or "0", i, "throughput"),
+            "unit": raw["unit"],
+            "status": raw["status"] or "ok",
+        }
+        for col in OPTIONAL_COLUMNS:
+            value = raw.get(col)
+            if value in (None, ""):
+                continue
+            kwargs[col] = _number(value, i, col) if col in _FLOAT_OPTIONAL else value
+        points.append(Point(**kwargs))
+    if not points:
+        raise SizerError(f"{name}: no points")
+    return points
+
+
+def write_points_csv(points: Iterable[Point], path: str | Path) -> None:
+    columns = list(REQUIRED_COLUMNS) + list(OPTIONAL_COLUMNS)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for p in points:
+            writer.writerow(p.to_row())

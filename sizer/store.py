@@ -1,0 +1,323 @@
+"""The results store: SQLite in WAL mode, versioned, committed point by point.
+
+Tables: hosts, sweeps, points (one per measured shape, with its figures and the limits that were
+enforced) and samples (every raw step). A point is committed in one transaction as soon as it
+finishes, so a crash, a kill or Ctrl-C loses at most the point in flight. A store written by a
+newer sizer is refused; an older one is migrated in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from sizer.errors import SizerError
+from sizer.points import Point
+from workloads.protocol import Result
+
+SCHEMA_VERSION = 1
+
+# MIGRATIONS[v] upgrades a store from version v to v + 1. Version 0 is an empty file.
+MIGRATIONS: dict[int, str] = {
+    0: """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE hosts (
+        id INTEGER PRIMARY KEY,
+        fingerprint TEXT NOT NULL UNIQUE,
+        info TEXT NOT NULL,
+        created REAL NOT NULL
+    );
+    CREATE TABLE sweeps (
+        id INTEGER PRIMARY KEY,
+        host_id INTEGER NOT NULL REFERENCES hosts(id),
+        plan_hash TEXT NOT NULL,
+        command TEXT NOT NULL,
+        config TEXT NOT NULL,
+        calibration TEXT NOT NULL DEFAULT '{}',
+        started REAL NOT NULL,
+        finished REAL
+    );
+    CREATE TABLE points (
+        id INTEGER PRIMARY KEY,
+        sweep_id INTEGER NOT NULL REFERENCES sweeps(id),
+        key TEXT NOT NULL,
+        workload TEXT NOT NULL,
+        profile TEXT NOT NULL,
+        vcpus INTEGER NOT NULL,
+        ram_gib REAL NOT NULL,
+        disk_class TEXT NOT NULL,
+        status TEXT NOT NULL,
+        throughput REAL NOT NULL,
+        unit TEXT NOT NULL,
+        spread REAL NOT NULL,
+        bottleneck TEXT NOT NULL,
+        enforced TEXT NOT NULL,
+        result TEXT NOT NULL,
+        started REAL NOT NULL,
+        finished REAL NOT NULL,
+        UNIQUE (sweep_id, key)
+    );
+    CREATE TABLE samples (
+        point_id INTEGER NOT NULL REFERENCES points(id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        seconds REAL NOT NULL,
+        samples REAL NOT NULL,
+        warmup INTEGER NOT NULL,
+        PRIMARY KEY (point_id, idx)
+    );
+    CREATE INDEX points_workload ON points(workload);
+    """,
+}
+
+
+def plan_hash(config: dict[str, Any]) -> str:
+    """Identity of a sweep's plan, so `--resume` continues the sweep with the same plan."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class SweepRow:
+    id: int
+    host_id: int
+    plan_hash: str
+    command: str
+    config: dict[str, Any]
+    calibration: dict[str, Any]
+    started: float
+    finished: float | None
+    host: dict[str, Any]
+
+
+class Store:
+    def __init__(self, path: str | Path, create: bool = True):
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise SizerError(f"no store at {self.path} (run `sizer sweep --store {self.path}` first)")
+        if create:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise SizerError(f"cannot create store folder {self.path.parent}: {exc.strerror}") from None
+        try:
+            self.conn = sqlite3.connect(str(self.path), timeout=30)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise SizerError(f"{self.path} is not a sizer store: {exc}") from None
+
+    # ------------------------------------------------------------------ schema
+    def schema_version(self) -> int:
+        has_meta = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()
+        if not has_meta:
+            tables = self.conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+            if tables:
+                raise SizerError(f"{self.path} is an SQLite file but not a sizer store")
+            return 0
+        row = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _migrate(self) -> None:
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise SizerError(
+                f"{self.path} was written by a newer sizer (store schema {version}; this one reads up to "
+                f"{SCHEMA_VERSION}): upgrade sizer"
+            )
+        while version < SCHEMA_VERSION:
+            with self.conn:
+                for statement in _split_sql(MIGRATIONS[version]):
+                    self.conn.execute(statement)
+                version += 1
+                self.conn.execute(
+                    "INSERT INTO meta(key, value) VALUES('schema_version', ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                    (str(version),),
+                )
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ hosts and sweeps
+    def upsert_host(self, info: dict[str, Any]) -> int:
+        fingerprint = hashlib.sha256(
+            json.dumps({k: info.get(k) for k in ("hostname", "cpu_model", "threads", "gpus")}, sort_keys=True).encode()
+        ).hexdigest()[:16]
+        with self.conn:
+            row = self.conn.execute("SELECT id FROM hosts WHERE fingerprint=?", (fingerprint,)).fetchone()
+            if row:
+                self.conn.execute("UPDATE hosts SET info=? WHERE id=?", (json.dumps(info), row[0]))
+                return int(row[0])
+            cur = self.conn.execute(
+                "INSERT INTO hosts(fingerprint, info, created) VALUES(?,?,?)",
+                (fingerprint, json.dumps(info), time.time()),
+            )
+            return int(cur.lastrowid)
+
+    def start_sweep(self, host_id: int, command: str, config: dict[str, Any]) -> int:
+        with self.conn:
+            cur = self.conn.execute(
+                "INSERT INTO sweeps(host_id, plan_hash, command, config, started) VALUES(?,?,?,?,?)",
+                (host_id, plan_hash(config), command, json.dumps(config, sort_keys=True), time.time()),
+            )
+            return int(cur.lastrowid)
+
+    def set_calibration(self, sweep_id: int, calibration: dict[str, Any]) -> None:
+        with self.conn:
+            self.conn.execute("UPDATE sweeps SET calibration=? WHERE id=?", (json.dumps(calibration), sweep_id))
+
+    def finish_sweep(self, sweep_id: int) -> None:
+        with self.conn:
+            self.conn.execute("UPDATE sweeps SET finished=? WHERE id=?", (time.time(), sweep_id))
+
+    def resumable_sweep(self, config: dict[str, Any]) -> int | None:
+        """The newest sweep with this plan, finished or not (a resumed run measures what is missing)."""
+        row = self.conn.execute(
+            "SELECT id FROM sweeps WHERE plan_hash=? ORDER BY id DESC LIMIT 1", (plan_hash(config),)
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    def sweeps(self) -> list[SweepRow]:
+        rows = self.conn.execute(
+            "SELECT s.*, h.info AS host FROM sweeps s JOIN hosts h ON h.id = s.host_id ORDER BY s.id"
+        ).fetchall()
+        return [
+            SweepRow(
+                id=r["id"],
+                host_id=r["host_id"],
+                plan_hash=r["plan_hash"],
+                command=r["command"],
+                config=json.loads(r["config"]),
+                calibration=json.loads(r["calibration"]),
+                started=r["started"],
+                finished=r["finished"],
+                host=json.loads(r["host"]),
+            )
+            for r in rows
+        ]
+
+    def latest_sweep(self) -> SweepRow | None:
+        all_sweeps = self.sweeps()
+        return all_sweeps[-1] if all_sweeps else None
+
+    # ------------------------------------------------------------------ points
+    def add_point(
+        self,
+        sweep_id: int,
+        key: str,
+        shape: dict[str, Any],
+        result: Result,
+        enforced: dict[str, Any],
+        started: float,
+    ) -> int:
+        """Store one finished point and its raw samples in one transaction (committed on return)."""
+        with self.conn:
+            cur = self.conn.execute(
+                "INSERT INTO points(sweep_id, key, workload, profile, vcpus, ram_gib, disk_class, status,"
+                " throughput, unit, spread, bottleneck, enforced, result, started, finished)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                " ON CONFLICT(sweep_id, key) DO NOTHING",
+                (
+                    sweep_id,
+                    key,
+                    result.workload,
+                    result.profile,
+                    int(shape["vcpus"]),
+                    float(shape["ram_gib"]),
+                    str(shape["disk_class"]),
+                    result.status,
+                    float(result.throughput),
+                    result.unit,
+                    float(result.spread),
+                    result.bottleneck,
+                    json.dumps(enforced, sort_keys=True),
+                    result.to_json(),
+                    started,
+                    time.time(),
+                ),
+            )
+            if not cur.rowcount:
+                raise SizerError(f"point {key} is already stored in sweep {sweep_id}")
+            point_id = int(cur.lastrowid)
+            self.conn.executemany(
+                "INSERT INTO samples(point_id, idx, seconds, samples, warmup) VALUES(?,?,?,?,?)",
+                [(point_id, i, s[0], s[1], int(bool(s[2]))) for i, s in enumerate(result.steps)],
+            )
+            return point_id
+
+    def point_keys(self, sweep_id: int) -> set[str]:
+        return {r[0] for r in self.conn.execute("SELECT key FROM points WHERE sweep_id=?", (sweep_id,))}
+
+    def point_rows(self, sweep_id: int | None = None) -> Iterator[sqlite3.Row]:
+        if sweep_id is None:
+            yield from self.conn.execute("SELECT * FROM points ORDER BY id")
+        else:
+            yield from self.conn.execute("SELECT * FROM points WHERE sweep_id=? ORDER BY id", (sweep_id,))
+
+    def results(self, sweep_id: int | None = None) -> list[tuple[sqlite3.Row, Result]]:
+        return [(row, Result.from_json(row["result"])) for row in self.point_rows(sweep_id)]
+
+    def samples(self, point_id: int) -> list[tuple[float, float, int]]:
+        return [
+            (r[0], r[1], r[2])
+            for r in self.conn.execute(
+                "SELECT seconds, samples, warmup FROM samples WHERE point_id=? ORDER BY idx", (point_id,)
+            )
+        ]
+
+    def points(self, sweep_id: int | None = None) -> list[Point]:
+        """Points in the form the model and the report use."""
+        out = []
+        for row, result in self.results(sweep_id):
+            out.append(point_from_result(row, result))
+        return out
+
+
+def point_from_result(row: Any, result: Result) -> Point:
+    counters = result.counters or {}
+    extra = dict(result.extra or {})
+    samples = counters.get("measured_samples") or 0
+    read_mb = None
+    cold_bytes = extra.get("cold_read_bytes", counters.get("read_bytes"))
+    if samples and cold_bytes is not None:
+        read_mb = float(cold_bytes) / 1e6 / float(extra.get("cold_samples", samples))
+    return Point(
+        workload=row["workload"],
+        vcpus=int(row["vcpus"]),
+        ram_gib=float(row["ram_gib"]),
+        disk_class=row["disk_class"],
+        throughput=float(row["throughput"]),
+        unit=row["unit"],
+        status=row["status"],
+        profile=row["profile"],
+        spread=float(row["spread"]),
+        bottleneck=row["bottleneck"],
+        gpu_model=str(counters.get("gpu_name", "")),
+        gpu_util_pct=counters.get("gpu_util_pct"),
+        cpu_util_per_vcpu=counters.get("cpu_util_per_vcpu"),
+        read_mb_per_sample=read_mb,
+        dataset_gib=extra.get("dataset_gib"),
+        footprint_gib=(counters.get("peak_rss_bytes") or 0) / 2**30 or None,
+        input=str(result.config.get("input", "")),
+        decode=str(result.config.get("decode", "")),
+        extra=extra,
+    )
+
+
+def _split_sql(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]

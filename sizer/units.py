@@ -1,0 +1,51 @@
+"""Parsing and formatting of sizes and lists given on the command line."""
+
+from __future__ import annotations
+
+import re
+
+from sizer.errors import SizerError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_FACTOR = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+GIB = 1024**3
+
+
+def parse_size(text: str, default_unit: str = "g") -> int:
+    """'4G', '512M', '1.5GiB', '8' (GiB by default) -> bytes. Binary units, as RAM is sold."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise SizerError(f"not a size: {text!r} (examples: 4G, 512M, 1.5GiB)")
+    number, unit = float(m.group(1)), (m.group(2) or default_unit).lower()
+    value = int(number * _FACTOR[unit])
+    if value <= 0:
+        raise SizerError(f"size must be positive: {text!r}")
+    return value
+
+
+def parse_gib(text: str) -> float:
+    return parse_size(text) / GIB
+
+
+def parse_int_list(text: str, what: str) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]; every item a positive integer."""
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise SizerError(f"{what}: empty list")
+    out = []
+    for item in items:
+        if not item.isdigit() or int(item) <= 0:
+            raise SizerError(f"{what}: {item!r} is not a positive integer")
+        out.append(int(item))
+    return out
+
+
+def parse_str_list(text: str) -> list[str]:
+    return [t.strip() for t in str(text).split(",") if t.strip()]
+
+
+def format_bytes(n: float) -> str:
+    for unit, factor in (("TiB", 1024**4), ("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= factor:
+            return f"{n / factor:.1f} {unit}"
+    return f"{n:.0f} B"

@@ -1,0 +1,48 @@
+"""Measurement code: one module per workload, discovered through one registry.
+
+Imports only the standard library, each workload's own framework (lazily) and the protocol, so the
+same package runs inside another interpreter (the MXNet environment).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from workloads.protocol import Result, Spec, Workload, register, registry
+
+# Modules that define workloads; each registers its classes when imported.
+WORKLOAD_MODULES = (
+    "workloads.imagenet_train",
+    "workloads.imagenet_infer",
+    "workloads.imagenet_preprocess",
+    "workloads.ptb_lstm",
+    "workloads.cpu_calibrate",
+    "workloads.mxnet_inception",
+    "workloads.mxnet_ptb_lstm",
+)
+
+_loaded = False
+
+
+def load_all() -> dict[str, type[Workload]]:
+    """Import every workload module once and return the registry (name -> class)."""
+    global _loaded
+    if not _loaded:
+        for name in WORKLOAD_MODULES:
+            try:
+                importlib.import_module(name)
+            except ModuleNotFoundError as exc:
+                if exc.name != name:  # a missing dependency inside a module is a real error
+                    raise
+        _loaded = True
+    return registry()
+
+
+def get(name: str) -> Workload:
+    reg = load_all()
+    if name not in reg:
+        raise KeyError(name)
+    return reg[name]()
+
+
+__all__ = ["Result", "Spec", "Workload", "register", "registry", "load_all", "get"]

@@ -1,0 +1,63 @@
+"""Worker entry point: `python -m workloads run --spec FILE --out FILE`.
+
+Runs one point of one workload and writes its Result as JSON to --out. Works from any interpreter
+that can import this package (sizer puts the package on PYTHONPATH for the MXNet environment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from workloads import get, load_all
+from workloads.protocol import ERROR, Result, Spec
+
+
+def _write(path: str, result: Result) -> None:
+    tmp = Path(path + ".tmp")
+    tmp.write_text(result.to_json())
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workloads")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="print the registered workloads as JSON")
+    for name in ("run", "prepare"):
+        p = sub.add_parser(name)
+        p.add_argument("--spec", required=True, help="spec JSON file, or - for standard input")
+        p.add_argument("--out", help="where to write the result JSON (run only)")
+    args = parser.parse_args(argv)
+
+    if args.cmd == "list":
+        print(json.dumps([cls.describe() for cls in load_all().values()]))
+        return 0
+
+    text = sys.stdin.read() if args.spec == "-" else Path(args.spec).read_text()
+    spec = Spec.from_json(text)
+    workload = get(spec.workload)
+    if args.cmd == "prepare":
+        workload.prepare(spec)
+        return 0
+
+    t0 = time.perf_counter()
+    try:
+        result = workload.run(spec)
+    except Exception as exc:  # the runner records it as status `error` and the sweep goes on
+        result = workload.new_result(spec, dict(spec.config))
+        result.status = ERROR
+        result.error = f"{type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=8)
+    result.wall_s = time.perf_counter() - t0
+    if args.out:
+        _write(args.out, result)
+    else:
+        print(result.to_json())
+    return 0 if result.status != ERROR else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""Measuring inside a worker: the steady-state meter, process-tree counters, GPU sampling and the
+limits the worker actually sees. Standard library only (NVML is used when importable).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from workloads import stats
+from workloads.protocol import NOISY, OK, Result
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+# ---------------------------------------------------------------- process tree counters
+def _children_map() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(raw.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def process_tree(root: int | None = None) -> list[int]:
+    root = os.getpid() if root is None else root
+    kids = _children_map()
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(kids.get(pid, []))
+    return out
+
+
+def tree_counters(root: int | None = None) -> dict[str, float]:
+    """CPU seconds, bytes read from storage and resident bytes of a process and its descendants
+    (DataLoader workers are children, so they count)."""
+    cpu = read = rss = 0.0
+    for pid in process_tree(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu += (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime + stime
+            rss += int(fields[21]) * _PAGE
+            for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+                if line.startswith("read_bytes:"):
+                    read += int(line.split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a worker that just exited
+    return {"cpu_seconds": cpu, "read_bytes": read, "rss_bytes": rss}
+
+
+def peak_rss_bytes() -> int:
+    """Peak RSS of this process or its largest reaped child, in bytes (ru_maxrss is KiB on Linux)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return int(max(own, kids) * 1024)
+
+
+def page_cache_bytes() -> int:
+    """Page cache charged to this process's memory cgroup (v1 `cache`, v2 `file`), else host-wide."""
+    for path in _cgroup_files("memory", ("memory.stat",)):
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key in ("cache", "file"):
+                return int(value)
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Cached:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+# ---------------------------------------------------------------- limits as seen from inside
+def _cgroup_dirs() -> dict[str, Path]:
+    """controller -> this process's cgroup directory, for v1 hierarchies and the v2 one ('')."""
+    dirs: dict[str, Path] = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return dirs
+    for line in lines:
+        _, controllers, rel = line.split(":", 2)
+        rel = rel.lstrip("/")
+        if controllers == "":
+            for base in (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")):
+                if (base / "cgroup.controllers").exists():
+                    dirs[""] = base / rel
+                    break
+        for c in controllers.split(","):
+            if c and c != "":
+                base = Path("/sys/fs/cgroup") / c
+                if base.is_dir():
+                    dirs[c] = base / rel
+    return dirs
+
+
+def _cgroup_files(controller: str, names: tuple[str, ...]) -> list[Path]:
+    dirs = _cgroup_dirs()
+    out = []
+    for key in (controller, ""):
+        d = dirs.get(key)
+        if d is None:
+            continue
+        for n in names:
+            if (d / n).exists():
+                out.append(d / n)
+    return out
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def limits_seen() -> dict[str, Any]:
+    """The limits this process runs under, read back from the kernel: what was really enforced."""
+    seen: dict[str, Any] = {"cpus_allowed": sorted(os.sched_getaffinity(0))}
+    dirs = _cgroup_dirs()
+    v2 = dirs.get("")
+    if v2 is not None and (v2 / "memory.max").exists():
+        seen["cgroup"] = "v2:" + str(v2)
+        mem = _read(v2 / "memory.max")
+        seen["memory_limit_bytes"] = None if mem in ("", "max") else int(mem)
+        seen["io_max"] = _read(v2 / "io.max")
+        seen["cpu_max"] = _read(v2 / "cpu.max")
+        seen["cpuset_cpus"] = _read(v2 / "cpuset.cpus.effective")
+    else:
+        mem_dir = dirs.get("memory")
+        if mem_dir is not None:
+            seen["cgroup"] = "v1:" + str(mem_dir)
+            raw = _read(mem_dir / "memory.limit_in_bytes")
+            limit = int(raw) if raw.isdigit() else None
+            seen["memory_limit_bytes"] = None if limit is None or limit >= 2**62 else limit
+        blk = dirs.get("blkio")
+        if blk is not None:
+            seen["io_max"] = "; ".join(
+                f"{n.split('.')[-1]}={_read(blk / n)}"
+                for n in (
+                    "blkio.throttle.read_bps_device",
+                    "blkio.throttle.read_iops_device",
+                    "blkio.throttle.write_bps_device",
+                )
+                if _read(blk / n)
+            )
+        cs = dirs.get("cpuset")
+        if cs is not None:
+            seen["cpuset_cpus"] = _read(cs / "cpuset.cpus")
+    return seen
+
+
+# ---------------------------------------------------------------- GPU sampling
+class GpuSampler:
+    """Samples GPU utilisation and memory through NVML in a thread; does nothing without a GPU."""
+
+    def __init__(self, index: int = 0, period_s: float = 0.2):
+        self.period_s = period_s
+        self.util: list[float] = []
+        self.mem_used: list[int] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._handle = None
+        self.name = ""
+        try:
+            import pynvml  # nvidia-ml-py
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            raw = pynvml.nvmlDeviceGetName(self._handle)
+            self.name = raw.decode() if isinstance(raw, bytes) else raw
+        except Exception:  # no NVML, no driver or no GPU: a normal answer
+            self._handle = None
+
+    @property
+    def available(self) -> bool:
+        return self._handle is not None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.util.append(float(self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu))
+                self.mem_used.append(int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used))
+            except Exception:
+                return
+            self._stop.wait(self.period_s)
+
+    def start(self) -> None:
+        if self.available and self._thread is None:
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+
+    def stop(self) -> dict[str, Any]:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=2)
+        if not self.util:
+            return {}
+        return {
+            "gpu_name": self.name,
+            "gpu_util_pct": stats.median(self.util),
+            "gpu_util_mean_pct": sum(self.util) / len(self.util),
+            "gpu_mem_peak_bytes": max(self.mem_used),
+        }
+
+
+# ---------------------------------------------------------------- the steady-state meter
+class Meter:
+    """Collects step times, keeps warm-up out, and decides when the measurement is long enough.
+
+    Warm-up lasts `warmup_steps` steps; for a loader-fed workload the caller passes at least the
+    prefetch depth in batches, so the window starts once the prefetch queue has been drained and
+    refilled rather than while pre-read batches flatter the rate. After warm-up the meter wants at
+    least `min_steps` steps and `min_seconds` seconds; then, if the spread of `n_windows` window
+    rates exceeds the target, it keeps going (up to `time_budget_s`) and otherwise stops.
+    """
+
+    def __init__(
+        self,
+        warmup_steps: int,
+        time_budget_s: float,
+        min_steps: int = 10,
+        min_seconds: float | None = None,
+        n_windows: int = 5,
+        spread_target: float = 0.05,
+        gpu: bool = True,
+    ):
+        self.warmup_steps = max(0, int(warmup_steps))
+        self.time_budget_s = float(time_budget_s)
+        self.min_steps = max(int(min_steps), n_windows)
+        self.min_seconds = float(min_seconds if min_seconds is not None else time_budget_s / 3)
+        self.n_windows = n_windows
+        self.spread_target = spread_target
+        self.steps: list[list[float]] = []
+        self.phases: dict[str, int] = {}  # phase name -> index of its first step
+        self._measured_steps = 0
+        self._measured_s = 0.0
+        self._t_start = time.perf_counter()
+        self._t_measure: float | None = None
+        self._before: dict[str, float] = {}
+        self._after: dict[str, float] = {}
+        self._gpu = GpuSampler() if gpu else None
+
+    @property
+    def measuring(self) -> bool:
+        return len(self.steps) >= self.warmup_steps
+
+    def mark_phase(self, name: str) -> None:
+        """Start a named phase (e.g. 'cold' for the first pass over the data, 'warm' after)."""
+        self.phases.setdefault(name, len(self.steps))
+
+    def step(self, seconds: float, samples: float) -> None:
+        warm = not self.measuring
+        if not warm and self._t_measure is None:
+            self._t_measure = time.perf_counter() - seconds
+            self._before = tree_counters()
+            if self._gpu is not None:
+                self._gpu.start()
+        self.steps.append([float(seconds), float(samples), 1.0 if warm else 0.0])
+        if not warm:
+            self._measured_steps += 1
+            self._measured_s += seconds
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._t_start
+
+    def done(self) -> bool:
+        if self.elapsed() >= self.time_budget_s and self._measured_steps >= self.n_windows:
+            return True
+        if self._measured_steps < self.min_steps or self._measured_s < self.min_seconds:
+            return False
+        _, spread, _ = stats.summarize(self.steps, self.n_windows)
+        return spread <= self.spread_target or self.elapsed() >= self.time_budget_s
+
+    def finish(self, result: Result, vcpus: int) -> Result:
+        """Fill the result's figures and counters from the measured window."""
+        wall = (time.perf_counter() - self._t_measure) if self._t_measure else 0.0
+        after = tree_counters()
+        throughput, spread, rates = stats.summarize(self.steps, self.n_windows)
+        result.throughput = throughput
+        result.spread = spread
+        result.window_rates = rates
+        result.steps = self.steps
+        result.status = OK if spread <= self.spread_target else NOISY
+        cpu = after["cpu_seconds"] - self._before.get("cpu_seconds", 0.0)
+        result.counters.update(
+            {
+                "measured_seconds": wall,
+                "measured_samples": sum(s[1] for s in self.steps if not s[2]),
+                "warmup_steps": int(sum(1 for s in self.steps if s[2])),
+                "cpu_seconds": cpu,
+                "cpu_util_per_vcpu": (cpu / wall / max(1, vcpus)) if wall > 0 else 0.0,
+                "read_bytes": after["read_bytes"] - self._before.get("read_bytes", 0.0),
+                "rss_bytes": after["rss_bytes"],
+                "peak_rss_bytes": peak_rss_bytes(),
+                "page_cache_bytes": page_cache_bytes(),
+            }
+        )
+        if self._gpu is not None:
+            result.counters.update(self._gpu.stop())
+        for name, first in self.phases.items():
+            phase_steps = [s for s in self.steps[first:] if not s[2]]
+            later = [i for n, i in self.phases.items() if i > first]
+            if later:
+                phase_steps = [s for s in self.steps[first : min(later)] if not s[2]]
+            secs = sum(s[0] for s in phase_steps)
+            if secs > 0:
+                result.extra[f"{name}_rate"] = sum(s[1] for s in phase_steps) / secs
+        result.limits_seen = limits_seen()
+        return result
+
+
+def bottleneck_label(counters: dict[str, Any], vcpus: int, disk_bps_cap: float | None = None) -> str:
+    """A coarse label of what limited the point, from its counters: gpu / cpu / disk / memory."""
+    gpu = counters.get("gpu_util_pct")
+    if gpu is not None and gpu >= 90:
+        return "gpu"
+    secs = counters.get("measured_seconds") or 0.0
+    read_bps = (counters.get("read_bytes") or 0.0) / secs if secs else 0.0
+    if disk_bps_cap and read_bps >= 0.8 * disk_bps_cap:
+        return "disk"
+    if (counters.get("cpu_util_per_vcpu") or 0.0) >= 0.8:
+        return "cpu"
+    if gpu is not None and gpu >= 60:
+        return "gpu"
+    return "disk" if read_bps > 0 else "cpu"

@@ -1,0 +1,159 @@
+"""The worker protocol shared by sizer and every workload.
+
+sizer hands a worker a JSON `Spec` and gets back a JSON `Result`. This module imports only the
+standard library, so a workload can run in another interpreter (the MXNet environment).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+RESULT_SCHEMA_VERSION = 1
+
+# Result status values. `ok` and `noisy` carry a throughput; the others describe why none exists.
+OK, NOISY, OOM, TIMEOUT, ERROR = "ok", "noisy", "oom", "timeout", "error"
+STATUSES = (OK, NOISY, OOM, TIMEOUT, ERROR)
+
+PROFILES = ("gpu", "cpu-small")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one point runs: the workload, its profile and config, and the shape it runs in."""
+
+    workload: str
+    profile: str = "cpu-small"
+    vcpus: int = 1
+    data_dir: str = ""
+    work_dir: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    # Bounds for the measured part: the worker stops measuring past this, the runner kills past more.
+    time_budget_s: float = 30.0
+    spread_target: float = 0.05
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Spec":
+        raw = json.loads(text)
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in names})
+
+
+@dataclass
+class Result:
+    """What a worker saw. Raw steps are kept so the figure can be recomputed later."""
+
+    workload: str
+    framework: str
+    unit: str
+    profile: str
+    status: str = OK
+    throughput: float = 0.0  # median of the window rates, in `unit`
+    spread: float = 0.0  # (max - min) / median of the window rates
+    window_rates: list[float] = field(default_factory=list)
+    # One row per step: [seconds, samples, warmup (0/1)].
+    steps: list[list[float]] = field(default_factory=list)
+    counters: dict[str, Any] = field(default_factory=dict)
+    limits_seen: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    bottleneck: str = ""
+    error: str = ""
+    wall_s: float = 0.0
+    schema_version: int = RESULT_SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Result":
+        raw = json.loads(text)
+        version = raw.get("schema_version", 0)
+        if version > RESULT_SCHEMA_VERSION:
+            raise ValueError(
+                f"result schema {version} is newer than this sizer understands ({RESULT_SCHEMA_VERSION})"
+            )
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in names})
+
+
+class Workload:
+    """One measurable workload. Subclasses set the class attributes and implement `run`.
+
+    `defaults[profile]` is the default config for a profile; a spec's `config` overrides it.
+    `prepare` readies data under `data_dir` (idempotent); `run` measures and returns a Result.
+    Framework imports happen inside methods so listing workloads never needs the framework.
+    """
+
+    name: ClassVar[str] = ""
+    framework: ClassVar[str] = ""
+    unit: ClassVar[str] = "samples/s"
+    description: ClassVar[str] = ""
+    # Which dataset the workload reads: "imagenet", "ptb" or "" (none; e.g. synthetic input).
+    dataset: ClassVar[str] = ""
+    # Resources a result mainly depends on, shown in `sizer workloads`.
+    stresses: ClassVar[str] = ""
+    # Interpreter the workload must run in: "" for sizer's own, "mxnet" for the MXNet environment.
+    interpreter: ClassVar[str] = ""
+    defaults: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    def config_for(self, spec: Spec) -> dict[str, Any]:
+        if spec.profile not in self.defaults:
+            raise ValueError(f"{self.name} has no profile {spec.profile!r} (has {sorted(self.defaults)})")
+        cfg = dict(self.defaults[spec.profile])
+        cfg.update(spec.config or {})
+        return cfg
+
+    def prepare(self, spec: Spec) -> None:  # pragma: no cover - default does nothing
+        return None
+
+    def run(self, spec: Spec) -> Result:
+        raise NotImplementedError(f"{type(self).__name__}.run")
+
+    def new_result(self, spec: Spec, config: dict[str, Any]) -> Result:
+        return Result(
+            workload=self.name,
+            framework=self.framework,
+            unit=self.unit,
+            profile=spec.profile,
+            config=config,
+        )
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        return {
+            "name": cls.name,
+            "framework": cls.framework,
+            "unit": cls.unit,
+            "description": cls.description,
+            "dataset": cls.dataset,
+            "stresses": cls.stresses,
+            "interpreter": cls.interpreter or "sizer",
+            "profiles": sorted(cls.defaults),
+        }
+
+
+_REGISTRY: dict[str, type[Workload]] = {}
+
+
+def register(cls: type[Workload]) -> type[Workload]:
+    """Class decorator; refuses a second workload of the same name."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"duplicate workload name {cls.name!r}: {_REGISTRY[cls.name].__name__} and {cls.__name__}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def registry() -> dict[str, type[Workload]]:
+    return dict(_REGISTRY)
+
+
+WorkloadFactory = Callable[[], Workload]
