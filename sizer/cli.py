@@ -11,7 +11,10 @@ import os
 import sys
 import traceback
 
-import click
+try:  # typer >= 0.25 vendors click and raises its own copy's exceptions
+    from typer import _click as click
+except ImportError:  # older typer depends on click itself
+    import click
 import typer
 
 from sizer import __version__
@@ -26,6 +29,10 @@ from sizer.commands import report as report_cmd
 from sizer.commands import sweep as sweep_cmd
 from sizer.commands import workloads as workloads_cmd
 from sizer.errors import SizerError
+
+# Exit and Abort live in click or, where typer vendors click, in typer itself.
+_EXIT = tuple({getattr(click.exceptions, "Exit", None), getattr(typer, "Exit", None)} - {None})
+_ABORT = tuple({getattr(click.exceptions, "Abort", None), getattr(typer, "Abort", None)} - {None})
 
 _STATE = {"verbose": False}
 
@@ -90,8 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in argv or "-v" in argv
     try:
-        app(args=argv, prog_name="sizer", standalone_mode=False)
-        return 0
+        # Not standalone, typer returns a command's typer.Exit code instead of raising it.
+        code = app(args=argv, prog_name="sizer", standalone_mode=False)
+        code = code if isinstance(code, int) else 0
+        if code == 130:  # typer turns Ctrl-C into Exit(130); committed work is kept
+            print("sizer: interrupted", file=sys.stderr)
+        return code
     except SizerError as exc:
         if verbose:
             traceback.print_exc()
@@ -105,9 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
         print(f"sizer: error: {exc.format_message()}{hint}", file=sys.stderr)
         return 2
-    except click.exceptions.Exit as exc:
+    except _EXIT as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
+    except _ABORT:
         print("sizer: interrupted", file=sys.stderr)
         return 130
     except KeyboardInterrupt:

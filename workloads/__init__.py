@@ -19,6 +19,7 @@ WORKLOAD_MODULES = (
     "workloads.cpu_calibrate",
     "workloads.mxnet_inception",
     "workloads.mxnet_ptb_lstm",
+    "workloads.stress",
 )
 
 _loaded = False

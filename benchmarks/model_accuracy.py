@@ -1,0 +1,108 @@
+"""How well does the performance model predict shapes it was not fitted on?
+
+Loads points (a store or a points.csv), and per workload holds shapes out, fits on the rest and
+predicts what was held out:
+
+- leave-one-shape-out: every (vCPUs, RAM, disk class) shape in turn (all its repeats held out);
+- held-out vCPU level: every vCPU level in turn (all shapes at that level held out), the
+  extrapolation a sweep that skipped a level would have to make;
+- the fit's own leave-one-out over single points, for comparison.
+
+Prints a table of median and max absolute percentage error per workload and method (and JSON with
+--json). Synthetic-input points (the GPU ceiling) always stay in the fit: they are not shapes.
+
+Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv) [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sizer.diskclasses import load_disk_classes  # noqa: E402
+from sizer.errors import SizerError  # noqa: E402
+from sizer.model import SYNTHETIC_INPUT, fit_points, group_points  # noqa: E402
+from sizer.points import Point  # noqa: E402
+
+
+def _errors(name: str, points: list[Point], hold, table) -> list[float]:
+    """Absolute percentage errors of held-out points; `hold(p)` gives the group key of a point."""
+    usable = [p for p in points if p.usable]
+    real = [p for p in usable if p.input != SYNTHETIC_INPUT]
+    keys = sorted({hold(p) for p in real}, key=str)
+    errors = []
+    for key in keys:
+        train = [p for p in usable if p.input == SYNTHETIC_INPUT or hold(p) != key]
+        test = [p for p in real if hold(p) == key]
+        if len([p for p in train if p.input != SYNTHETIC_INPUT]) < 2:
+            continue
+        # Held-out shapes are compared with what was measured: on the measured dataset.
+        fits = fit_points(train, table, loo=False)
+        fit = fits.get(name)
+        if fit is None:
+            continue
+        for p in test:
+            predicted = fit.predict(p.vcpus, p.ram_gib, fit.disk_mbps(p.disk_class) if p.disk_class in table else None)
+            errors.append(abs(predicted.throughput - p.throughput) / p.throughput)
+    return errors
+
+
+def evaluate(points: list[Point]) -> list[dict]:
+    table = load_disk_classes()
+    rows = []
+    for name, group in sorted(group_points(points).items()):
+        fit = fit_points(group, table).get(name)
+        if fit is None:
+            continue
+        methods = {
+            "leave-one-point-out": [abs(x - p.throughput) / p.throughput for p, x in fit.loo],
+            "leave-one-shape-out": _errors(name, group, lambda p: (p.vcpus, p.ram_gib, p.disk_class), table),
+            "held-out vCPU level": _errors(name, group, lambda p: p.vcpus, table),
+        }
+        for method, errs in methods.items():
+            rows.append({
+                "workload": name,
+                "method": method,
+                "n": len(errs),
+                "median_ape": statistics.median(errs) if errs else None,
+                "max_ape": max(errs) if errs else None,
+            })
+    return rows
+
+
+def _load(store: Path | None, input_file: Path | None) -> list[Point]:
+    from sizer.commands.model import load_points
+
+    return load_points(store, input_file)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", type=Path)
+    parser.add_argument("--input", type=Path)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        rows = evaluate(_load(args.store, args.input))
+    except SizerError as exc:
+        print(f"model_accuracy: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max([len(r["workload"]) for r in rows] + [8])
+    print(f"{'workload':<{width}}  {'method':<20}  {'n':>4}  {'median':>7}  {'max':>7}")
+    for r in rows:
+        med = "-" if r["median_ape"] is None else f"{r['median_ape']:.1%}"
+        mx = "-" if r["max_ape"] is None else f"{r['max_ape']:.1%}"
+        print(f"{r['workload']:<{width}}  {r['method']:<20}  {r['n']:>4}  {med:>7}  {mx:>7}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""`sizer fit` and `sizer recommend`: the performance model and the instance it recommends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from sizer.console import console, emit
+from sizer.errors import SizerError
+from sizer.points import Point
+
+StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="A sweep's results store (SQLite).")]
+InputOpt = Annotated[Optional[Path], typer.Option("--input", help="A points.csv (the format `sizer report` writes).")]
+DatasetOpt = Annotated[
+    Optional[float], typer.Option("--dataset-gib", help="Size of the real dataset in GiB; the RAM axis scales to it.")
+]
+DiskClassesOpt = Annotated[
+    Optional[Path], typer.Option("--disk-classes", help="Your own disk-class CSV (caps), added to the built-in one.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+# ---------------------------------------------------------------------------- inputs
+def _calibration_of(calibration: dict[str, Any] | None) -> float | None:
+    for key in ("ips_per_vcpu", "calibration_ips"):
+        value = (calibration or {}).get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return None
+
+
+def load_points(store: Path | None, input_file: Path | None) -> list[Point]:
+    """Points from exactly one of a store or a points.csv, refused before any work when neither or both."""
+    from sizer.points import read_points_csv
+    from sizer.store import Store
+
+    if store and input_file:
+        raise SizerError("give either --store or --input, not both")
+    if not store and not input_file:
+        raise SizerError("give --store PATH (a sweep's store) or --input points.csv")
+    if input_file:
+        return read_points_csv(input_file)
+    points: list[Point] = []
+    with Store(store, create=False) as opened:
+        for sweep in opened.sweeps():
+            calibration = _calibration_of(sweep.calibration)
+            for (row, result), point in zip(opened.results(sweep.id), opened.points(sweep.id)):
+                if point.calibration_ips is None and calibration:
+                    point.calibration_ips = calibration
+                peak = (result.counters or {}).get("gpu_mem_peak_bytes")
+                if isinstance(peak, (int, float)) and peak > 0:
+                    point.extra["gpu_mem_peak_gib"] = float(peak) / 2**30
+                points.append(point)
+    if not points:
+        raise SizerError(f"the store {store} holds no points yet (run `sizer sweep --store {store}`)")
+    return points
+
+
+def _fit(points: list[Point], dataset_gib: float | None, disk_classes_file: Path | None):
+    from sizer.diskclasses import load_disk_classes
+    from sizer.model import fit_points
+
+    if dataset_gib is not None and dataset_gib <= 0:
+        raise SizerError(f"--dataset-gib must be > 0, got {dataset_gib:g}")
+    table = load_disk_classes(disk_classes_file)
+    fits = fit_points(points, table, dataset_gib=dataset_gib)
+    if not fits:
+        raise SizerError("no usable points to fit (every point failed, timed out or ran out of memory)")
+    return fits, table
+
+
+def _num(x: float | None, digits: int = 4) -> str:
+    if x is None:
+        return "–"
+    if x == 0:
+        return "0"
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.{digits}g}"
+
+
+# ---------------------------------------------------------------------------- sizer fit
+def _render_fit(data: dict[str, Any]) -> None:
+    for wl in data["workloads"]:
+        loo = ("–" if wl["loo_median_ape"] is None
+               else f"median {wl['loo_median_ape']:.1%}, max {wl['loo_max_ape']:.1%}")
+        table = Table(title=f"{wl['workload']} ({wl['unit']}; {wl['n_points']} points; model {wl['model']}; "
+                            f"leave-one-out error {loo})", title_justify="left")
+        for column in ("parameter", "value", "95% interval", "unit", "source", "note"):
+            table.add_column(column, justify="right" if column in ("value",) else "left")
+        for p in wl["params"].values():
+            interval = "–" if p["low"] is None else f"{_num(p['low'])} – {_num(p['high'])}"
+            table.add_row(p["name"], _num(p["value"]), interval, p["unit"], p["source"], p["note"])
+        console.print(table)
+        for note in wl["notes"]:
+            console.print(f"  [dim]{note}[/dim]")
+
+
+def fit(
+    store: StoreOpt = None,
+    input_file: InputOpt = None,
+    dataset_gib: DatasetOpt = None,
+    disk_classes: DiskClassesOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit the bottleneck model per workload: parameters with intervals and leave-one-out error.
+
+    X = min(GPU ceiling, CPU term (Universal Scalability Law in vCPUs), disk bandwidth over uncached
+    bytes per sample). Each parameter says whether it was measured, fitted or fixed.
+
+    Example: sizer fit --store results/sizer.db --dataset-gib 140
+    """
+    points = load_points(store, input_file)
+    fits, _ = _fit(points, dataset_gib, disk_classes)
+    data = {"workloads": [f.summary() for f in fits.values()]}
+    emit(data, as_json, _render_fit)
+
+
+# ---------------------------------------------------------------------------- sizer recommend
+def _option_dict(o: Any) -> dict[str, Any]:
+    inst = o.instance
+    return {
+        "cloud": inst.cloud,
+        "instance_type": inst.instance_type,
+        "region": inst.region,
+        "vcpus": inst.vcpus,
+        "memory_gib": inst.memory_gib,
+        "gpu": inst.gpu,
+        "gpu_count": inst.gpu_count,
+        "share_vcpus": o.share_vcpus,
+        "share_memory_gib": o.share_memory_gib,
+        "local_nvme_gib": inst.local_nvme_gib,
+        "disk_class": o.disk_class,
+        "disk_mbps": o.disk_mbps,
+        "predicted": o.predicted,
+        "bottleneck": o.bottleneck,
+        "meets": o.meets,
+        "price_per_hour": inst.price_per_hour,
+        "price_per_gpu_hour": o.price_per_gpu_hour,
+        "cost_per_million": o.cost_per_million,
+        "job_hours": o.job_hours,
+        "job_cost": o.job_cost,
+        "price_source": inst.price_source,
+        "price_date": inst.price_date,
+        "reason": o.reason,
+    }
+
+
+def recommendation_dict(rec: Any) -> dict[str, Any]:
+    return {
+        "workload": rec.workload,
+        "unit": rec.unit,
+        "gpu": rec.gpu,
+        "ceiling": rec.ceiling,
+        "tolerance": rec.tolerance,
+        "chosen": _option_dict(rec.chosen) if rec.chosen else None,
+        "closest": _option_dict(rec.closest) if rec.closest else None,
+        "rejected_cheaper": [_option_dict(o) for o in rec.rejected_cheaper],
+        "considered": [_option_dict(o) for o in rec.considered],
+        "saving_vs_largest": rec.saving_vs_largest,
+        "needs_local_nvme": rec.needs_local_nvme,
+        "reason": rec.reason,
+        "notes": rec.notes,
+    }
+
+
+def _render_recommend(data: dict[str, Any]) -> None:
+    table = Table(title=f"cheapest {data['gpu']} instance within {data['tolerance']:.0%} of the GPU ceiling",
+                  title_justify="left")
+    for column in ("workload", "instance", "disk", "predicted", "of ceiling", "$/GPU-hour", "$/million", "job"):
+        table.add_column(column, justify="left" if column in ("workload", "instance", "disk") else "right")
+    for rec in data["recommendations"]:
+        c = rec["chosen"]
+        if c is None:
+            table.add_row(rec["workload"], f"[yellow]none[/yellow]", "", "", "", "", "", "")
+            continue
+        job = "–" if c["job_hours"] is None else f"{c['job_hours']:.3g} h, ${c['job_cost']:,.2f}" if c["job_cost"] is not None else f"{c['job_hours']:.3g} h"
+        table.add_row(
+            rec["workload"],
+            f"{c['instance_type']} ({c['cloud']})" + (f" 1/{c['gpu_count']}" if c["gpu_count"] > 1 else ""),
+            c["disk_class"],
+            f"{_num(c['predicted'])} {rec['unit']}",
+            f"{c['predicted'] / rec['ceiling']:.0%}",
+            f"${c['price_per_gpu_hour']:,.3f}",
+            "–" if c["cost_per_million"] is None else f"${c['cost_per_million']:,.3f}",
+            job,
+        )
+    console.print(table)
+    for rec in data["recommendations"]:
+        console.print(f"[bold]{rec['workload']}[/bold]: {rec['reason']}")
+        for o in rec["rejected_cheaper"]:
+            console.print(f"  rejected {o['instance_type']} ({o['cloud']}, ${o['price_per_gpu_hour']:,.3f}/GPU-hour): "
+                          f"{o['bottleneck']}-bound, {_num(o['predicted'])} {rec['unit']}")
+        saving = rec["saving_vs_largest"]
+        if saving:
+            console.print(f"  saves ${saving['saving_per_hour']:,.3f}/GPU-hour "
+                          f"({saving['saving_fraction']:.0%}) against {saving['instance_type']} ({saving['basis']})")
+        if rec["needs_local_nvme"]:
+            console.print("  needs local NVMe: only instances with it reach the ceiling")
+        for note in rec["notes"]:
+            console.print(f"  [dim]{note}[/dim]")
+
+
+def recommend(
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU model to size for (default: the measured GPU).")] = None,
+    store: StoreOpt = None,
+    input_file: InputOpt = None,
+    catalog: Annotated[
+        Optional[list[Path]], typer.Option("--catalog", help="Your own catalog CSV (prices); repeatable.")
+    ] = None,
+    tolerance: Annotated[
+        float, typer.Option("--tolerance", help="Largest accepted slowdown against the GPU ceiling (0.05 = 5%).")
+    ] = 0.05,
+    dataset_gib: DatasetOpt = None,
+    job_samples: Annotated[
+        Optional[float], typer.Option("--job-samples", help="Samples in one job (e.g. 115.2e6 = 90 epochs of ImageNet).")
+    ] = None,
+    target_calibration: Annotated[
+        Optional[float],
+        typer.Option("--target-calibration", help="Per-vCPU calibration (images/s) of the target's CPU model "
+                                                  "(`sizer probe`); scales the CPU term."),
+    ] = None,
+    cloud: Annotated[Optional[list[str]], typer.Option("--cloud", help="Only these clouds; repeatable.")] = None,
+    workload: Annotated[Optional[list[str]], typer.Option("--workload", help="Only these workloads; repeatable.")] = None,
+    disk_classes: DiskClassesOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recommend the cheapest instance and disk class that keeps the GPU within tolerance of its ceiling.
+
+    Every catalog row of the GPU model is predicted with every disk class it can use (a multi-GPU
+    row by its per-GPU share); each cheaper row that falls short says what bound it.
+
+    Example: sizer recommend --store results/sizer.db --gpu H100 --catalog my-prices.csv --job-samples 115.2e6
+    """
+    from sizer.catalog import load_catalog, normalize_gpu
+    from sizer.model import cpu_scale
+    from sizer.recommend import recommend as recommend_one
+
+    if not 0 < tolerance < 1:
+        raise SizerError(f"--tolerance must be a fraction between 0 and 1 (for example 0.05), got {tolerance:g}")
+    if job_samples is not None and job_samples <= 0:
+        raise SizerError(f"--job-samples must be > 0, got {job_samples:g}")
+    if target_calibration is not None and target_calibration <= 0:
+        raise SizerError(f"--target-calibration must be > 0, got {target_calibration:g}")
+    points = load_points(store, input_file)
+    measured = sorted({normalize_gpu(p.gpu_model) for p in points if p.gpu_model})
+    target = gpu or (measured[0] if len(measured) == 1 else None)
+    if not target:
+        raise SizerError("give --gpu MODEL (the points do not name one GPU model)")
+    from sizer.diskclasses import load_disk_classes
+
+    table = load_disk_classes(disk_classes)
+    rows = load_catalog(tuple(catalog or ()), clouds=cloud, gpu=target, known_disks=table.keys())
+    if not rows:
+        known = sorted({normalize_gpu(r.gpu) for r in load_catalog(tuple(catalog or ()), clouds=cloud)})
+        raise SizerError(f"no catalog row has GPU {target!r} (known: {', '.join(known)})")
+    fits, table = _fit(points, dataset_gib, disk_classes)
+    if workload:
+        missing = [w for w in workload if w not in fits]
+        if missing:
+            raise SizerError(f"no fitted workload {missing[0]!r} (fitted: {', '.join(sorted(fits))})")
+        fits = {w: fits[w] for w in workload}
+    recs = []
+    for name in sorted(fits):
+        f = fits[name]
+        scale = cpu_scale(f.calibration_ips, target_calibration)
+        rec = recommend_one(f, rows, target, tolerance=tolerance, disk_classes=table, job_samples=job_samples,
+                            cpu_scale=scale)
+        recs.append(recommendation_dict(rec))
+    data = {"gpu": normalize_gpu(target), "tolerance": tolerance, "recommendations": recs}
+    emit(data, as_json, _render_recommend)

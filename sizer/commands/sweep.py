@@ -1,0 +1,219 @@
+"""`sizer sweep` (measure workloads x shapes under real limits) and `sizer run` (one point)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from sizer.console import console, emit, err_console
+from sizer.errors import SizerError
+from sizer.units import format_bytes, parse_int_list, parse_size, parse_str_list
+
+
+def parse_set(items: list[str] | None) -> dict[str, Any]:
+    """--set key=value (repeatable): the value is read as JSON where it parses (8, 0.5, true), else text."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SizerError(f"--set wants key=value, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def _fmt_rate(value: Any) -> str:
+    if not isinstance(value, (int, float)) or value <= 0:
+        return "-"
+    for factor, suffix in ((1e9, " G"), (1e6, " M"), (1e4, " k")):
+        if value >= factor:
+            return f"{value / factor:,.1f}{suffix}"
+    return f"{value:,.1f}"
+
+
+def _fmt_bytes(value: Any) -> str:
+    return "-" if not isinstance(value, (int, float)) else format_bytes(value)
+
+
+def _command_line() -> str:
+    return "sizer " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("sizer") else "sizer sweep"
+
+
+def render_point(data: dict[str, Any]) -> None:
+    table = Table(title=f"{data['workload']} @ {data['vcpus']} vCPU / {data['ram_gib']:g} GiB / {data['disk_class']}",
+                  show_header=False, title_justify="left")
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    status = data["status"]
+    colour = "green" if status == "ok" else ("yellow" if status == "noisy" else "red")
+    table.add_row("status", f"[{colour}]{status}[/]")
+    table.add_row("throughput", f"{_fmt_rate(data['throughput'])} {data['unit']} (spread {data['spread']:.1%})")
+    table.add_row("bottleneck", data["bottleneck"] or "-")
+    c = data["counters"]
+    table.add_row("CPU (cgroup)", f"{c.get('cgroup_cpu_seconds', 0) or 0:.2f} s on CPUs {','.join(map(str, data['cpus'] or []))}")
+    table.add_row("read from disk", _fmt_bytes(c.get("cgroup_read_bytes")))
+    table.add_row("memory peak", _fmt_bytes(c.get("cgroup_memory_peak_bytes")))
+    enf = data["enforced"] or {}
+    table.add_row("limits", f"{enf.get('backend', '-')}: {enf.get('cpus', '-')}")
+    table.add_row("", str(enf.get("memory", "-")))
+    table.add_row("", str(enf.get("disk", "-")))
+    table.add_row("wall", f"{data['wall_s']:.1f} s")
+    if data["error"]:
+        table.add_row("error", data["error"])
+    console.print(table)
+
+
+def run(
+    workload: Annotated[str, typer.Argument(help="Workload name (see `sizer workloads`).")],
+    vcpus: Annotated[int, typer.Option("--vcpus", min=1, help="vCPUs (hardware threads) of the shape.")] = 1,
+    ram: Annotated[str, typer.Option("--ram", help="Host RAM of the shape, page cache included (e.g. 4G).")] = "4G",
+    disk: Annotated[str, typer.Option("--disk", help="Disk class: local-nvme, ssd, standard or one of --disk-classes.")] = "local-nvme",
+    profile: Annotated[str, typer.Option("--profile", help="auto, gpu or cpu-small.")] = "auto",
+    data: Annotated[Optional[Path], typer.Option("--data", help="Dataset folder (generated there when missing).")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Workload config override key=value (repeatable).")] = None,
+    disk_classes: Annotated[Optional[Path], typer.Option("--disk-classes", help="CSV of extra or overriding disk classes.")] = None,
+    budget: Annotated[Optional[float], typer.Option("--budget", help="Seconds for the measured part of the point.")] = None,
+    limits: Annotated[Optional[str], typer.Option("--limits", help="Limit backend: auto, cgroup-v2, cgroup-v1, affinity.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Measure one point: WORKLOAD under one instance shape, in a fresh worker under real limits.
+
+    The dataset's pages are evicted first, so the point starts cold, as on a fresh instance.
+
+    Example: sizer run resnet50-train --vcpus 2 --ram 4G --disk standard --json
+    """
+    from sizer.sweep import run_single
+
+    data_out = run_single(
+        workload,
+        vcpus,
+        parse_size(ram),
+        disk,
+        profile=profile,
+        data_dir=data,
+        config=parse_set(set_),
+        disk_classes_file=str(disk_classes) if disk_classes else None,
+        time_budget_s=budget,
+        limits=limits,
+    )
+    emit(data_out, as_json, render_point)
+
+
+def render_dry_run(data: dict[str, Any]) -> None:
+    table = Table(title=f"plan: {len(data['points'])} points, profile {data['profile']}", title_justify="left")
+    for column in ("#", "workload", "vCPUs", "RAM GiB", "disk", "est. s"):
+        table.add_column(column, justify="left" if column in ("workload", "disk") else "right")
+    for i, p in enumerate(data["points"], 1):
+        name = p["workload"] + (" (synthetic input)" if p["ceiling"] else "")
+        table.add_row(str(i), name, str(p["vcpus"]), f"{p['ram_gib']:g}", p["disk_class"], f"{p['estimated_s']:.0f}")
+    console.print(table)
+    from sizer.sweep import format_duration
+
+    backend = data["limit_backend"]
+    console.print(
+        f"estimated time: [bold]{format_duration(data['estimated_seconds'])}[/] "
+        f"({data['estimate_note']}{', with one calibration point' if data['calibration'] else ''})"
+    )
+    console.print(f"limits: {backend['name']} ({', '.join(backend['writable'])}); data: {data['data_dir']} "
+                  f"on {data['device'] or 'no block device'}; store: {data['store']}")
+    for note in data["notes"]:
+        console.print(f"[yellow]{note}[/]")
+
+
+def render_sweep(data: dict[str, Any]) -> None:
+    table = Table(title=f"sweep {data.get('sweep_id')}: {len(data['points'])} points", title_justify="left")
+    table.add_column("workload", overflow="fold")
+    table.add_column("shape (vCPU / GiB / disk)", overflow="fold")
+    table.add_column("status")
+    table.add_column("throughput", justify="right", overflow="fold")
+    table.add_column("bottleneck")
+    table.add_column("s", justify="right")
+    for p in data["points"]:
+        name = p["workload"] + (" (synthetic)" if p.get("ceiling") else "")
+        shape = f"{p['vcpus']} / {p['ram_gib']:g} / {p['disk_class']}"
+        status = p["status"] + (" (stored)" if p.get("stored") else "")
+        rate = f"{_fmt_rate(p.get('throughput'))} {p.get('unit', '')}".strip()
+        table.add_row(name, shape, status, rate, p.get("bottleneck", "") or "",
+                      f"{p['wall_s']:.0f}" if p.get("wall_s") else "-")
+    console.print(table)
+    cal = data.get("calibration") or {}
+    if cal.get("ips_per_vcpu"):
+        console.print(f"calibration: {cal['ips_per_vcpu']:.1f} {cal.get('unit', '')} per vCPU")
+    elif cal:
+        console.print(f"[yellow]calibration: {cal.get('status')} {cal.get('reason', '') or cal.get('error', '')}[/]")
+    if data.get("skipped"):
+        console.print(f"{data['skipped']} point(s) were already stored and not measured again")
+    for name, path in (data.get("outputs") or {}).items():
+        console.print(f"{name}: {path}")
+    console.print(f"store: {data.get('store')}")
+    for note in data.get("notes", []):
+        console.print(f"[yellow]{note}[/]")
+
+
+def sweep(
+    workloads: Annotated[Optional[str], typer.Option("--workloads", help="Comma-separated workloads (default: the four of the study).")] = None,
+    vcpus: Annotated[Optional[str], typer.Option("--vcpus", help="vCPU counts, e.g. 1,2,4,8 (default: 1,2 up to the host's threads).")] = None,
+    ram: Annotated[Optional[str], typer.Option("--ram", help="RAM sizes, e.g. 4G,8G (default: one level that caches the dataset).")] = None,
+    disks: Annotated[Optional[str], typer.Option("--disks", help="Disk classes, e.g. local-nvme,ssd,standard.")] = None,
+    disk_classes: Annotated[Optional[Path], typer.Option("--disk-classes", help="CSV of extra or overriding disk classes.")] = None,
+    profile: Annotated[str, typer.Option("--profile", help="auto (gpu when NVML sees a GPU, else cpu-small), gpu or cpu-small.")] = "auto",
+    store: Annotated[Optional[Path], typer.Option("--store", help="SQLite store (default: OUT/sizer.sqlite).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder for report.html, results.json and points.csv.")] = Path("results"),
+    data: Annotated[Optional[Path], typer.Option("--data", help="Dataset folder (default: $SIZER_DATA or ~/.cache/sizer/data).")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU model to recommend instances for (default: the host's).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the newest sweep with the same plan: stored points are not measured again.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the points and the estimated time; measure nothing.")] = False,
+    budget: Annotated[Optional[float], typer.Option("--budget", help="Seconds for the measured part of each point.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Workload config override key=value for every point (repeatable).")] = None,
+    no_calibrate: Annotated[bool, typer.Option("--no-calibrate", help="Skip the per-vCPU calibration (results then cannot be scaled to another CPU model).")] = False,
+    limits: Annotated[Optional[str], typer.Option("--limits", help="Limit backend: auto, cgroup-v2, cgroup-v1, affinity.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Measure workloads x instance shapes under real limits, point by point, and write the report.
+
+    Every point runs in a fresh worker inside a cgroup with the shape's vCPUs (cpuset), RAM
+    (memory limit, page cache included) and disk class (block-I/O throttle), starting cold for
+    its dataset. Points are committed as they finish: after Ctrl-C or a crash, --resume goes on.
+
+    Example: sizer sweep --workloads resnet50-train --vcpus 1,2,4 --ram 8G --disks local-nvme,standard
+    """
+    from sizer.sweep import SweepOptions, run_sweep
+
+    opts = SweepOptions(
+        workloads=parse_str_list(workloads) if workloads else None,
+        vcpus=parse_int_list(vcpus, "--vcpus") if vcpus else None,
+        ram_bytes=[parse_size(r) for r in parse_str_list(ram)] if ram else None,
+        disks=parse_str_list(disks) if disks else None,
+        disk_classes_file=str(disk_classes) if disk_classes else None,
+        profile=profile,
+        store=store,
+        out_dir=out,
+        data_dir=data,
+        gpu=gpu,
+        resume=resume,
+        dry_run=dry_run,
+        config=parse_set(set_),
+        time_budget_s=budget,
+        calibrate=not no_calibrate,
+        limits=limits,
+        command=_command_line(),
+    )
+    if opts.workloads is not None and not opts.workloads:
+        raise SizerError("--workloads: empty list")
+    if opts.disks is not None and not opts.disks:
+        raise SizerError("--disks: empty list")
+    try:
+        result = run_sweep(opts, progress=not dry_run)
+    except KeyboardInterrupt:
+        err_console.print("sweep stopped: committed points are kept; continue with the same command and --resume")
+        raise
+    emit(result, as_json, render_dry_run if dry_run else render_sweep)

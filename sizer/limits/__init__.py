@@ -1,0 +1,99 @@
+"""Limit backends: cgroup v2, cgroup v1 and CPU affinity only, behind one interface (base.py).
+
+`detect_backend()` creates and removes a probe cgroup to find which controllers sizer can really
+write here, and returns the best backend: cgroup v2 where its controllers can be enabled, else
+cgroup v1, else affinity only (RAM and disk then recorded as not enforced).
+"""
+
+from __future__ import annotations
+
+import os
+
+from sizer.errors import SizerError
+from sizer.limits.affinity import AffinityBackend
+from sizer.limits.base import BackendInfo, DiskThrottle, Enforcement, LimitBackend, LimitGroup, LimitRequest
+from sizer.limits.cgroup_v1 import CgroupV1Backend
+from sizer.limits.cgroup_v2 import CgroupV2Backend
+from sizer.limits.sysfs import block_device_for, device_name
+
+BACKENDS = ("cgroup-v2", "cgroup-v1", "affinity")
+_ALIASES = {"v2": "cgroup-v2", "v1": "cgroup-v1", "none": "affinity", "auto": "auto"}
+_CLASSES = {"cgroup-v2": CgroupV2Backend, "cgroup-v1": CgroupV1Backend}
+_cache: dict[str, LimitBackend] = {}
+
+
+def detect_backend(prefer: str | None = None) -> LimitBackend:
+    """The backend to use: `prefer` (or $SIZER_LIMITS) names one, else the best that works here.
+
+    A named cgroup backend that cannot be used is an error (one line saying why); `auto` falls
+    back quietly, and the backend's info() says what it enforces.
+    """
+    wanted = (prefer or os.environ.get("SIZER_LIMITS") or "auto").strip().lower()
+    wanted = _ALIASES.get(wanted, wanted)
+    if wanted not in BACKENDS and wanted != "auto":
+        raise SizerError(f"unknown limit backend {prefer!r} (choose from auto, {', '.join(BACKENDS)})")
+    if wanted in _cache:
+        return _cache[wanted]
+    backend: LimitBackend | None = None
+    if wanted == "affinity":
+        backend = AffinityBackend()
+    else:
+        for name in ([wanted] if wanted != "auto" else ["cgroup-v2", "cgroup-v1"]):
+            cls = _CLASSES[name]
+            if not cls.present():
+                if wanted != "auto":
+                    raise SizerError(f"limit backend {name}: no such cgroup hierarchy is mounted here")
+                continue
+            candidate = cls()
+            if candidate.usable():
+                backend = candidate
+                break
+            if wanted != "auto":
+                why = "needs root" if os.geteuid() != 0 else "no writable cpuset or cpu controller"
+                raise SizerError(f"limit backend {name} cannot create limit groups here ({why})")
+        if backend is None:
+            backend = AffinityBackend()
+    _cache[wanted] = backend
+    return backend
+
+
+def _present_backends() -> list[LimitBackend]:
+    return [cls() for cls in (CgroupV2Backend, CgroupV1Backend) if cls.present()]
+
+
+def list_groups() -> list[str]:
+    """Every cgroup and throttle of sizer's on this host now, whichever backend made it."""
+    out: list[str] = []
+    for backend in _present_backends():
+        out.extend(backend.list_groups())
+    return out
+
+
+def cleanup_leftovers() -> list[str]:
+    """Remove groups (and their throttles) whose sizer process is gone; returns what was removed."""
+    removed: list[str] = []
+    for backend in _present_backends():
+        try:
+            removed.extend(backend.cleanup_leftovers())
+        except OSError:
+            continue
+    return removed
+
+
+__all__ = [
+    "BACKENDS",
+    "AffinityBackend",
+    "BackendInfo",
+    "CgroupV1Backend",
+    "CgroupV2Backend",
+    "DiskThrottle",
+    "Enforcement",
+    "LimitBackend",
+    "LimitGroup",
+    "LimitRequest",
+    "block_device_for",
+    "cleanup_leftovers",
+    "detect_backend",
+    "device_name",
+    "list_groups",
+]

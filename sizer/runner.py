@@ -1,0 +1,252 @@
+"""Run one point: a fresh worker process inside the shape's limit group, JSON in, JSON out.
+
+The worker is `python -m workloads run --spec F --out F`, started by sizer's own interpreter or
+another one (the MXNet environment). It joins the limit group between fork and exec (preexec_fn),
+so only sizer's own child is ever moved. It runs in its own session, so a timeout or Ctrl-C can
+end it with everything it started, and it dies with sizer (PR_SET_PDEATHSIG) if sizer is killed.
+
+Outcomes: the worker's own Result; `timeout` when it overruns; `oom` when the group's OOM events
+say the kernel killed a process of it at the memory limit (read from the cgroup, never guessed);
+`error` for any other crash, with the last lines of its stderr.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from sizer.errors import SizerError
+from sizer.limits.base import Enforcement, LimitGroup
+from workloads.protocol import ERROR, OOM, TIMEOUT, Result, Spec
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MXNET_PYTHON = REPO_ROOT / ".venv-mxnet" / "bin" / "python"
+STDERR_TAIL_LINES = 20
+# Allowance on top of a point's time budget for interpreter start, framework import and model build.
+STARTUP_ALLOWANCE_S = 90.0
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class PointRun:
+    """One measured point: the worker's Result (with sizer's figures added) and what was enforced."""
+
+    result: Result
+    enforced: dict[str, Any]
+    started: float
+    wall_s: float
+    returncode: int | None
+    cgroup: dict[str, Any] = field(default_factory=dict)
+
+
+def interpreter_for(interpreter: str) -> tuple[str, dict[str, str]]:
+    """(python executable, extra environment) for a workload class's `interpreter` attribute."""
+    if not interpreter:
+        return sys.executable, {}
+    if interpreter == "mxnet":
+        if not MXNET_PYTHON.exists():
+            raise SizerError(f"the MXNet environment is missing ({MXNET_PYTHON}): run `make mxnet-env`")
+        return str(MXNET_PYTHON), {"PYTHONPATH": str(REPO_ROOT)}
+    path = Path(interpreter)
+    if path.is_file() and os.access(path, os.X_OK):
+        return str(path), {"PYTHONPATH": str(REPO_ROOT)}
+    raise SizerError(f"unknown worker interpreter {interpreter!r}")
+
+
+def _die_with_parent() -> Callable[[], None]:
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = libc.prctl
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # sizer died between fork and prctl
+            os._exit(1)
+
+    return arm
+
+
+def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64 * 1024))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def _kill_session(proc: subprocess.Popen, group: LimitGroup | None) -> None:
+    """End the worker and everything it started: its session, then whatever is left in the group."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    kill_all = getattr(group, "kill_all", None)
+    if kill_all is not None:
+        kill_all()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def default_timeout(spec: Spec) -> float:
+    return 2.0 * spec.time_budget_s + STARTUP_ALLOWANCE_S
+
+
+def run_point(
+    spec: Spec,
+    group: LimitGroup | None = None,
+    *,
+    interpreter: str = "",
+    timeout_s: float | None = None,
+    work_dir: str | Path | None = None,
+    env: dict[str, str] | None = None,
+    unit: str = "",
+    framework: str = "",
+    should_stop: Callable[[], bool] | None = None,
+) -> PointRun:
+    """Measure one point in a fresh worker. Never raises for a worker's failure: that is a status."""
+    python, extra_env = interpreter_for(interpreter)
+    timeout_s = default_timeout(spec) if timeout_s is None else timeout_s
+    owns_dir = work_dir is None
+    wdir = Path(tempfile.mkdtemp(prefix="sizer-point-")) if owns_dir else Path(work_dir)  # type: ignore[arg-type]
+    wdir.mkdir(parents=True, exist_ok=True)
+    spec_path, out_path, err_path = wdir / "spec.json", wdir / "result.json", wdir / "stderr.txt"
+    for stale in (out_path, err_path):
+        stale.unlink(missing_ok=True)
+    if not spec.work_dir:
+        spec = dataclasses.replace(spec, work_dir=str(wdir))
+    spec_path.write_text(spec.to_json())
+
+    child_env = dict(os.environ)
+    child_env.update(extra_env)
+    if "PYTHONPATH" in extra_env and os.environ.get("PYTHONPATH"):
+        child_env["PYTHONPATH"] = extra_env["PYTHONPATH"] + os.pathsep + os.environ["PYTHONPATH"]
+    threads = str(max(1, spec.vcpus))
+    # Framework thread pools follow the shape's vCPU count, as they would on that instance.
+    child_env.update({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONUNBUFFERED": "1"})
+    child_env.update(env or {})
+
+    join = group.preexec() if group is not None else None
+    arm = _die_with_parent()
+
+    def preexec() -> None:
+        arm()
+        if join is not None:
+            join()
+
+    before_cpu = group.cpu_seconds() if group is not None else 0.0
+    before_read = group.read_bytes() if group is not None else 0
+    command = [python, "-m", "workloads", "run", "--spec", str(spec_path), "--out", str(out_path)]
+    started = time.time()
+    t0 = time.monotonic()
+    timed_out = False
+    with open(err_path, "wb") as err, open(wdir / "stdout.txt", "wb") as out:
+        try:
+            proc = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env=child_env,
+                cwd=str(REPO_ROOT),
+                preexec_fn=preexec,
+                start_new_session=True,
+            )
+        except subprocess.SubprocessError as exc:
+            raise SizerError(f"cannot start the worker for {spec.workload} in its limit group: {exc}") from None
+        deadline = t0 + timeout_s
+        returncode: int | None = None
+        try:
+            while True:
+                try:
+                    returncode = proc.wait(timeout=max(0.01, min(0.25, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    if should_stop is not None and should_stop():
+                        raise KeyboardInterrupt from None
+                    if time.monotonic() >= deadline:
+                        timed_out = True
+                        _kill_session(proc, group)
+                        returncode = proc.returncode
+                        break
+        except BaseException:  # Ctrl-C, SIGTERM: take the worker down with us
+            _kill_session(proc, group)
+            raise
+    wall = time.monotonic() - t0
+    # Orphans of the worker (a loader process it did not reap) must not run into the next point.
+    if group is not None and getattr(group, "kill_all", None) is not None:
+        group.kill_all()  # type: ignore[attr-defined]
+
+    result = _read_result(out_path)
+    oom = False
+    if group is not None and group.oom_killed():
+        oom = bool(getattr(group, "oom_exact", True)) or returncode == -signal.SIGKILL
+    base = result or Result(workload=spec.workload, framework=framework, unit=unit, profile=spec.profile)
+    if oom:
+        base.status = OOM
+        base.throughput = 0.0 if result is None else base.throughput
+        base.error = (
+            f"killed at the memory limit (cgroup OOM events; exit {returncode})"
+            + (f": {base.error}" if base.error else "")
+        )
+    elif timed_out:
+        base.status = TIMEOUT
+        base.error = f"no result within {timeout_s:.0f} s (time budget {spec.time_budget_s:g} s); worker killed"
+    elif result is None:
+        base.status = ERROR
+        how = f"killed by signal {-returncode}" if returncode is not None and returncode < 0 else f"exit {returncode}"
+        base.error = f"worker ended without a result ({how})\n{_tail(err_path)}".strip()
+    elif base.status == ERROR and not base.error:
+        base.error = _tail(err_path)
+    if base.status == ERROR and returncode not in (0, None) and "stderr:" not in base.error:
+        tail = _tail(err_path, 8)
+        if tail and tail not in base.error:
+            base.error += "\nstderr:\n" + tail
+    if not base.wall_s:
+        base.wall_s = wall
+
+    figures: dict[str, Any] = {}
+    enforced: dict[str, Any] = {}
+    if group is not None:
+        figures = {
+            "cgroup_cpu_seconds": round(group.cpu_seconds() - before_cpu, 6),
+            "cgroup_read_bytes": int(group.read_bytes() - before_read),
+            "cgroup_memory_peak_bytes": group.memory_peak_bytes(),
+            "cgroup_oom_kill": oom,
+        }
+        enf: Enforcement = group.enforcement()
+        enforced = dataclasses.asdict(enf)
+        base.counters.update(figures)
+        base.extra["enforcement"] = enforced
+    base.extra["worker_wall_s"] = round(wall, 3)
+    base.extra["returncode"] = returncode
+    if owns_dir:
+        _remove_tree(wdir)
+    return PointRun(result=base, enforced=enforced, started=started, wall_s=wall, returncode=returncode, cgroup=figures)
+
+
+def _read_result(path: Path) -> Result | None:
+    try:
+        return Result.from_json(path.read_text())
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,218 @@
+"""Instance shapes (vCPUs, host RAM, disk class), the host's CPUs, and the plan of a sweep.
+
+A vCPU is one hardware thread, as clouds sell them. A shape gets whole SMT sibling pairs where the
+host has SMT (4 vCPUs = 2 cores x 2 threads), so an emulated shape never shares a core with
+something outside it, like the cloud instance it stands for.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from sizer.errors import SizerError
+from sizer.units import GIB
+
+CPU_SYSFS = Path("/sys/devices/system/cpu")
+
+
+@dataclass(frozen=True)
+class InstanceShape:
+    vcpus: int
+    ram_gib: float
+    disk_class: str
+
+    def __post_init__(self) -> None:
+        if self.vcpus < 1:
+            raise SizerError(f"a shape needs at least 1 vCPU, got {self.vcpus}")
+        if not self.ram_gib > 0:
+            raise SizerError(f"a shape needs RAM above 0, got {self.ram_gib} GiB")
+
+    @property
+    def key(self) -> str:
+        """Stable identity, used in point keys: '2vcpu-4gib-standard'."""
+        return f"{self.vcpus}vcpu-{self.ram_gib:g}gib-{self.disk_class}"
+
+    @property
+    def ram_bytes(self) -> int:
+        return int(round(self.ram_gib * GIB))
+
+    def label(self) -> str:
+        return f"{self.vcpus} vCPU / {self.ram_gib:g} GiB / {self.disk_class}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"vcpus": self.vcpus, "ram_gib": self.ram_gib, "disk_class": self.disk_class}
+
+
+# ---------------------------------------------------------------- the host's CPUs
+def parse_cpu_list(text: str) -> list[int]:
+    """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11] (the kernel's list format)."""
+    out: list[int] = []
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            out.extend(range(int(lo), int(hi) + 1))
+        else:
+            out.append(int(part))
+    return sorted(set(out))
+
+
+@dataclass(frozen=True)
+class HostCpus:
+    """The hardware threads sizer may use, grouped into cores (SMT siblings), in placement order."""
+
+    cores: tuple[tuple[int, ...], ...]
+
+    @property
+    def threads(self) -> int:
+        return sum(len(c) for c in self.cores)
+
+    @property
+    def smt(self) -> bool:
+        return any(len(c) > 1 for c in self.cores)
+
+    def all(self) -> tuple[int, ...]:
+        return tuple(sorted(c for core in self.cores for c in core))
+
+
+def host_cpus(allowed: Iterable[int] | None = None, sysfs: Path = CPU_SYSFS) -> HostCpus:
+    """Cores of the CPUs this process may run on, from sysfs topology (one core per CPU if absent)."""
+    allowed_set = set(allowed if allowed is not None else os.sched_getaffinity(0))
+    seen: set[int] = set()
+    cores: list[tuple[int, tuple[int, ...]]] = []
+    for cpu in sorted(allowed_set):
+        if cpu in seen:
+            continue
+        topo = sysfs / f"cpu{cpu}" / "topology"
+        try:
+            siblings = parse_cpu_list((topo / "thread_siblings_list").read_text())
+        except (OSError, ValueError):
+            siblings = [cpu]
+        try:
+            package = int((topo / "physical_package_id").read_text())
+        except (OSError, ValueError):
+            package = 0
+        core = tuple(c for c in siblings if c in allowed_set) or (cpu,)
+        seen.update(core)
+        cores.append((package, core))
+    cores.sort(key=lambda pc: (pc[0], pc[1][0]))
+    return HostCpus(cores=tuple(core for _, core in cores))
+
+
+def select_cpus(vcpus: int, host: HostCpus) -> tuple[int, ...]:
+    """The hardware threads a shape of `vcpus` gets: whole cores (sibling pairs) first, taken from
+    the end of the host's CPU list, so CPU 0, where the system and sizer itself mostly run, is
+    the last one given away and a shape stays on one socket while it fits."""
+    if vcpus > host.threads:
+        raise SizerError(f"a shape of {vcpus} vCPUs is larger than this host ({host.threads} hardware threads)")
+    chosen: list[int] = []
+    remaining = vcpus
+    partial: tuple[int, ...] | None = None
+    for core in reversed(host.cores):
+        if remaining == 0:
+            break
+        if len(core) <= remaining:
+            chosen.extend(core)
+            remaining -= len(core)
+        elif partial is None:
+            partial = core  # an odd vCPU on an SMT host: one thread of one more core
+    if remaining:
+        assert partial is not None
+        chosen.extend(partial[:remaining])
+    return tuple(sorted(chosen))
+
+
+def host_ram_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def check_fits(shape: InstanceShape, threads: int, ram_bytes: int) -> None:
+    """Refuse a shape the host cannot give (one line, before anything runs)."""
+    if shape.vcpus > threads:
+        raise SizerError(f"shape {shape.label()} is larger than this host: {shape.vcpus} vCPUs > {threads} hardware threads")
+    if shape.ram_bytes > ram_bytes:
+        raise SizerError(
+            f"shape {shape.label()} is larger than this host: {shape.ram_gib:g} GiB RAM > "
+            f"{ram_bytes / GIB:.1f} GiB"
+        )
+
+
+# ---------------------------------------------------------------- the plan
+@dataclass(frozen=True)
+class PlannedPoint:
+    workload: str
+    profile: str
+    shape: InstanceShape
+    config: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+    ceiling: bool = False  # input already in memory (input=synthetic): the rate without CPU decode or disk
+
+    @property
+    def key(self) -> str:
+        """Stable identity within a sweep: '<workload>/<profile>/<shape key>[/k=v,...]'."""
+        base = f"{self.workload}/{self.profile}/{self.shape.key}"
+        if self.config:
+            base += "/" + ",".join(f"{k}={self.config[k]}" for k in sorted(self.config))
+        return base
+
+    def label(self) -> str:
+        extra = " (ceiling: synthetic input)" if self.ceiling else ""
+        return f"{self.workload} @ {self.shape.label()}{extra}"
+
+
+def wants_ceiling(workload_name: str, dataset: str, inputs: tuple[str, ...] | None = None) -> bool:
+    """Image workloads get one extra point with synthetic input: the rate the model reaches when
+    input costs nothing (the X_gpu term of the model). Training workloads accept input=synthetic;
+    any other workload gets the point when its class lists "synthetic" among its `inputs`."""
+    if dataset != "imagenet":
+        return False
+    if inputs is not None:
+        return "synthetic" in inputs
+    return workload_name.endswith("-train")
+
+
+def build_plan(
+    workloads: list[tuple[str, str]] | list[tuple[str, str, tuple[str, ...] | None]],
+    vcpus: list[int],
+    ram_gib: list[float],
+    disks: list[str],
+    profile: str,
+    config: dict[str, Any] | None = None,
+    ceiling: bool = True,
+) -> list[PlannedPoint]:
+    """workloads x shapes, in a stable order (workload, disk, RAM, vCPUs), plus one ceiling point
+    (input=synthetic at the largest vCPU count and RAM) per image workload that takes synthetic input
+    (see `wants_ceiling`). `workloads` holds (name, dataset) or (name, dataset, inputs) tuples."""
+    if not workloads or not vcpus or not ram_gib or not disks:
+        raise SizerError("empty plan: give at least one workload, vCPU count, RAM size and disk class")
+    vcpus = sorted(set(vcpus))
+    ram_gib = sorted(set(ram_gib))
+    disks = list(dict.fromkeys(disks))
+    base_config = dict(config or {})
+    points: list[PlannedPoint] = []
+    for entry in workloads:
+        name, dataset = entry[0], entry[1]
+        inputs = entry[2] if len(entry) > 2 else None
+        for disk in disks:
+            for ram in ram_gib:
+                for v in vcpus:
+                    points.append(PlannedPoint(name, profile, InstanceShape(v, ram, disk), dict(base_config)))
+        if ceiling and wants_ceiling(name, dataset, inputs) and base_config.get("input") != "synthetic":
+            disk = "local-nvme" if "local-nvme" in disks else disks[0]
+            cfg = dict(base_config, input="synthetic")
+            points.append(PlannedPoint(name, profile, InstanceShape(max(vcpus), max(ram_gib), disk), cfg, ceiling=True))
+    keys = [p.key for p in points]
+    if len(keys) != len(set(keys)):  # pragma: no cover - guarded by the de-duplication above
+        raise SizerError("the plan has duplicate points")
+    return points
+
+
+def round_up_gib(nbytes: float, step_gib: float = 0.5) -> float:
+    return max(step_gib, math.ceil(nbytes / GIB / step_gib) * step_gib)

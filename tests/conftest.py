@@ -1,0 +1,57 @@
+"""Shared fixtures: the repository root, a CLI runner, and skips for facilities a host lacks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MXNET_PYTHON = ROOT / ".venv-mxnet" / "bin" / "python"
+
+
+def _cgroup_writable() -> str | None:
+    """None when this process can create cgroups (root, v1 or v2), else the reason it can't."""
+    if os.geteuid() != 0:
+        return "needs root to create cgroups"
+    if not Path("/sys/fs/cgroup").is_dir():
+        return "no /sys/fs/cgroup"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reasons = {
+        "cgroup": _cgroup_writable(),
+        "browser": None if shutil.which("chromium") else "chromium is not installed (make test installs it)",
+        "mxnet": None if MXNET_PYTHON.exists() else "the MXNet environment is missing (make mxnet-env)",
+    }
+    for item in items:
+        for mark, reason in reasons.items():
+            if reason and mark in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run `sizer ARGS...` in-process; returns (exit code, stdout, stderr)."""
+    from sizer.cli import main
+
+    def run(*args: str):
+        code = main([str(a) for a in args])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture
+def python() -> str:
+    return sys.executable

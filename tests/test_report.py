@@ -1,0 +1,315 @@
+"""The report's context (plain data from points and fits), its outputs and `sizer report`."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from sizer.errors import SizerError
+from sizer.points import read_points_csv, write_points_csv
+from sizer.report import (
+    RESULTS_SCHEMA_VERSION,
+    build_context,
+    inputs_from_store,
+    quality_warnings,
+    render_html,
+    vcpu_knee,
+    write_outputs,
+)
+from sizer.store import Store
+from test_report_fixtures import H100, make_points
+from workloads.protocol import Result
+
+HOSTILE = "lstm-<script>alert('x')</script>&\"quoted\""
+
+
+def store_with_points(path: Path, points, *, gpu_name: str = H100, calibration: float = 150.0) -> Path:
+    """A real store holding `points` as one sweep, as `sizer sweep` leaves it (host, calibration, limits)."""
+    host = {
+        "hostname": "gpu-host-1",
+        "kernel": "6.1.0",
+        "os": "Linux-6.1.0-x86_64",
+        "cpu": {"model": "Test CPU 9000", "hardware_threads": 32, "physical_cores": 16, "smt": True},
+        "memory": {"total_gib": 128.0},
+        "gpu": {"count": 1 if gpu_name else 0, "devices": [{"name": gpu_name}] if gpu_name else [], "driver": "575.1",
+                "reason": None if gpu_name else "no NVIDIA driver"},
+        "frameworks": {"torch": {"version": "2.14.1"}},
+        "limits": {"backend": "cgroup-v2", "writable": ["cpuset", "cpu", "memory", "io"], "placement": "sizer subtree",
+                   "notes": ["RAM limit includes the page cache"]},
+    }
+    with Store(path) as store:
+        host_id = store.upsert_host(host)
+        sweep_id = store.start_sweep(host_id, "sizer sweep --workloads resnet50-train --vcpus 1,2,4", {"plan": 1})
+        store.set_calibration(sweep_id, {"workload": "cpu-calibrate", "status": "ok", "ips_per_vcpu": calibration})
+        for i, p in enumerate(points):
+            samples = 1000
+            result = Result(
+                workload=p.workload, framework="pytorch", unit=p.unit, profile=p.profile, status=p.status,
+                throughput=p.throughput, spread=p.spread, bottleneck=p.bottleneck,
+                counters={"measured_samples": samples, "read_bytes": (p.read_mb_per_sample or 0) * 1e6 * samples,
+                          "peak_rss_bytes": (p.footprint_gib or 0) * 2**30, "gpu_name": p.gpu_model},
+                config={"input": p.input, "decode": p.decode},
+                extra={"dataset_gib": p.dataset_gib},
+            )
+            memory = "not enforced" if p.input == "synthetic" else f"memory.max={int(p.ram_gib * 2**30)}"
+            enforced = {"backend": "cgroup-v2", "cpus": f"cpuset 0-{p.vcpus - 1}", "memory": memory,
+                        "disk": "not throttled" if p.disk_class == "local-nvme" else f"io.max {p.disk_class}"}
+            shape = {"vcpus": p.vcpus, "ram_gib": p.ram_gib, "disk_class": p.disk_class}
+            store.add_point(sweep_id, f"p{i}", shape, result, enforced, time.time())
+    return path
+
+
+@pytest.fixture(scope="module")
+def points():
+    return make_points()
+
+
+@pytest.fixture(scope="module")
+def context(points):
+    return build_context(points, gpu="H100", command="sizer report --input p.csv --out r --gpu H100")
+
+
+def _workload(ctx, name="resnet50-train"):
+    return next(w for w in ctx["workloads"] if w["workload"] == name)
+
+
+# ------------------------------------------------------------------ the context
+def test_context_is_plain_versioned_json(context):
+    assert context["schema_version"] == RESULTS_SCHEMA_VERSION == 1
+    assert json.loads(json.dumps(context)) == context  # no objects, NaN or tuples survive
+    assert context["target"] == {"gpu": "H100", "source": "--gpu", "host_gpus": [H100], "illustrative": False}
+    assert context["reproduce"]["command"].startswith("sizer report")
+
+
+def test_knee_and_needs_match_the_construction(context):
+    wl = _workload(context)
+    # Built with 150 images/s per vCPU, sigma 0.02, ceiling 1200: 8 vCPUs give 1052 (< 95%), 12 give 1475.
+    (knee,) = wl["knee"]["by_decode"]
+    assert knee["decode"] == "cpu" and knee["knee_vcpus"] == 12 and knee["measured_vcpus"] == [1, 2, 4, 8, 12, 16]
+    assert knee["ceiling"] == pytest.approx(1200, rel=0.02)
+    # The model: 9 vCPUs give 1164 >= 1140, 8 give 1052.
+    assert wl["knee"]["predicted_vcpus"] == 9
+    # Page cache: the standard disk (140 MB/s, 0.3 MB/sample) keeps up once (m - 2) / 16 >= 0.59: m >= 11.45 GiB.
+    needs = {d["disk_class"]: d["min_ram_gib"] for d in wl["needs"]["by_disk"]}
+    assert needs["standard"] == pytest.approx(11.5, abs=0.5)
+    assert needs["ssd"] == pytest.approx(4.0, abs=0.5)
+    assert needs["local-nvme"] == pytest.approx(2.0, abs=0.3)  # below the footprint the shape is killed
+    assert wl["needs"]["disk_class"] == "local-nvme" and wl["needs"]["ram_gib"] == needs["local-nvme"]
+
+
+def test_model_points_and_curves_come_from_the_fit(context, points):
+    wl = _workload(context)
+    params = {p["name"]: p for p in wl["model"]["params"]}
+    assert params["per_vcpu"]["value"] == pytest.approx(150, rel=0.03) and params["per_vcpu"]["source"] == "fit"
+    assert params["per_vcpu"]["low"] < params["per_vcpu"]["value"] < params["per_vcpu"]["high"]
+    assert wl["model"]["loo_median_ape"] < 0.03
+    assert len(wl["points"]) == len(points)
+    fitted = [p for p in wl["points"] if p["predicted"] is not None]
+    assert len(fitted) == len(points) - 1  # every real point; the GPU-alone point has no residual
+    assert max(abs(p["error"]) for p in fitted) < 0.05
+    curve = wl["curves"]["vcpu"]
+    assert curve["ram_gib"] == 32 and curve["vcpus"][0] == 1 and curve["vcpus"][-1] >= 16
+    assert set(curve["by_disk"]) == {"local-nvme", "ssd", "standard"}
+    # At 32 GiB the dataset (16 GiB + 2 GiB footprint) is cached: every disk class gives the same curve.
+    assert curve["by_disk"]["standard"] == pytest.approx(curve["by_disk"]["local-nvme"])
+    assert curve["by_disk"]["local-nvme"][0] == pytest.approx(150, rel=0.03)
+
+
+def test_figures_follow_the_measurements(points):
+    """Nothing is a constant: doubling every measured rate doubles the ceiling and the prediction."""
+    doubled = make_points()
+    for p in doubled:
+        p.throughput *= 2
+    base = _workload(build_context(points, gpu="H100"))
+    twice = _workload(build_context(doubled, gpu="H100"))
+    assert twice["ceiling"] == pytest.approx(2 * base["ceiling"], rel=1e-6)
+    assert twice["model"]["params"] != base["model"]["params"]
+    assert twice["recommendation"]["ceiling"] == pytest.approx(2 * base["recommendation"]["ceiling"], rel=1e-6)
+
+
+def test_recommendation_and_catalog_rows(context):
+    wl = _workload(context)
+    rec = wl["recommendation"]
+    chosen = rec["chosen"]
+    assert chosen["meets"] and chosen["predicted"] >= (1 - context["tolerance"]) * rec["ceiling"] * 0.999
+    assert chosen["price_source"] and "price_date" in chosen
+    assert chosen["instance_type"] in wl["summary"] and chosen["disk_class"] in wl["summary"]
+    for cheaper in rec["rejected_cheaper"]:
+        assert not cheaper["meets"] and cheaper["bottleneck"]
+        assert cheaper["price_per_gpu_hour"] < chosen["price_per_gpu_hour"]
+    prices = [r["price_per_gpu_hour"] for r in wl["catalog_rows"] if r["price_per_gpu_hour"] is not None]
+    assert prices == sorted(prices) and len(wl["catalog_rows"]) == rec["considered_count"]
+    assert all(r["gpu"] == "H100" for r in wl["catalog_rows"])
+    assert {s["cloud"] for s in context["catalog"]["sources"]} >= {r["cloud"] for r in wl["catalog_rows"]}
+
+
+def test_decode_modes_are_reported_apart():
+    points = make_points() + make_points(decode="gpu", c=900.0, seed=5)
+    ctx = build_context(points, gpu="H100")
+    names = [w["workload"] for w in ctx["workloads"]]
+    assert names == ["resnet50-train[decode=cpu]", "resnet50-train[decode=gpu]"]
+    cpu, gpu = (w["knee"]["by_decode"] for w in ctx["workloads"])
+    assert [k["decode"] for k in cpu] == ["cpu"] and [k["decode"] for k in gpu] == ["gpu"]
+    assert cpu[0]["knee_vcpus"] == 12 and gpu[0]["knee_vcpus"] == 2  # 900/vCPU reaches 1140 at 2
+
+
+def test_vcpu_knee_not_reached_says_how_close():
+    points = make_points(vcpus=(1, 2, 4), noise=0.0)
+    (knee,) = vcpu_knee(points, 1200.0, 0.05)
+    assert knee["knee_vcpus"] is None and knee["best_vcpus"] == 4
+    assert knee["best_fraction"] == pytest.approx(600 / 1.06 / 1200)
+
+
+def test_host_without_gpu_is_an_illustration_against_a_labelled_target():
+    small = make_points(G=60.0, c=25.0, b=0.03, profile="cpu-small", gpu_model="", vcpus=(1, 2), rams=(4.0,),
+                        disks=("local-nvme", "standard"))
+    ctx = build_context(small)
+    assert ctx["target"]["gpu"] == "H100" and ctx["target"]["illustrative"] is True
+    assert "default" in ctx["target"]["source"]
+    assert ctx["profile"]["cpu_small_without_gpu"] is True and "cpu-small" in ctx["profile"]["note"]
+    assert "do not size a real H100" in ctx["profile"]["note"]
+    html = render_html(ctx)
+    assert 'id="illustrative"' in html and "Illustration, not a sizing." in html
+    other = build_context(small, gpu="A100")
+    assert other["target"]["gpu"] != "H100" and other["target"]["illustrative"] is True
+
+
+def test_no_instance_meets_the_bound_and_the_closest_is_shown():
+    # 10 images/s per vCPU and strong contention: no H100 instance has enough vCPUs for a 1200 images/s GPU.
+    starved = make_points(c=10.0, s=0.2, vcpus=(1, 2, 4, 8), noise=0.0)
+    ctx = build_context(starved, gpu="H100")
+    wl = _workload(ctx)
+    rec = wl["recommendation"]
+    assert rec["chosen"] is None and wl["no_recommendation"] == rec["reason"]
+    assert rec["closest"]["bottleneck"] == "cpu" and rec["closest"]["fraction_of_ceiling"] < 0.95
+    assert wl["summary"].startswith("No instance is recommended for resnet50-train")
+    assert "none meets the bound; closest:" in render_html(ctx)
+
+
+def test_quality_warnings_come_from_the_figures():
+    clean = make_points(noise=0.0)
+    assert quality_warnings(clean, None) == []
+    busy = make_points(noise=0.0)
+    one = next(p for p in busy if p.vcpus == 1 and p.ram_gib == 8 and p.disk_class == "ssd")
+    two = next(p for p in busy if p.vcpus == 2 and p.ram_gib == 8 and p.disk_class == "ssd")
+    one.status, one.spread = "noisy", 0.4
+    two.throughput = 0.5 * one.throughput  # more vCPUs, half the rate
+    busy[0].throughput = 600.0  # the GPU-alone point below the real pipeline's best
+    warnings = quality_warnings(busy, None)
+    assert len(warnings) == 3
+    assert "1 of 37 points were flagged noisy" in warnings[0] and "40%" in warnings[0]
+    assert "from 150 at 1 to 75 images/s at 2 vCPUs" in warnings[1]
+    assert "GPU-alone point (600 images/s" in warnings[2]
+    ctx = build_context(busy, gpu="H100")
+    assert _workload(ctx)["warnings"][:3] == warnings
+    html = render_html(ctx)
+    assert 'id="quality"' in html and "Check the measurements" in html
+    assert 'id="quality"' not in render_html(build_context(clean, gpu="H100"))
+
+
+def test_bad_input_is_refused(points):
+    with pytest.raises(SizerError, match="no points"):
+        build_context([])
+    with pytest.raises(SizerError, match="tolerance"):
+        build_context(points, tolerance=0)
+    with pytest.raises(SizerError, match="dataset-gib"):
+        build_context(points, dataset_gib=-1)
+    with pytest.raises(SizerError, match="no catalog row has GPU 'Z9000'"):
+        build_context(points, gpu="Z9000")
+
+
+# ------------------------------------------------------------------ from a store
+def test_store_context_has_host_limits_and_calibration(tmp_path, points):
+    path = store_with_points(tmp_path / "s.sqlite", points)
+    with Store(path, create=False) as store:
+        inputs = inputs_from_store(store)
+    assert len(inputs["points"]) == len(points) and all(p.calibration_ips == 150.0 for p in inputs["points"])
+    ctx = build_context(inputs["points"], sweeps=inputs["sweeps"], enforcement=inputs["enforcement"])
+    (host,) = ctx["hosts"]
+    assert host["cpu_model"] == "Test CPU 9000" and host["gpus"] == [H100] and host["limit_backend"] == "cgroup-v2"
+    assert ctx["target"]["source"] == "measured host" and ctx["target"]["gpu"] == "H100"
+    limits = ctx["limits"]
+    assert limits["recorded"] and limits["backends"] == ["cgroup-v2"]
+    assert sum(r["points"] for r in limits["rows"]) == len(points)
+    assert limits["not_enforced"] == ["memory"]  # the GPU-alone point ran without a memory limit
+    assert ctx["calibration"]["ips_per_vcpu"] == 150.0
+    assert ctx["reproduce"]["sweep_commands"] == ["sizer sweep --workloads resnet50-train --vcpus 1,2,4"]
+
+
+# ------------------------------------------------------------------ outputs
+def test_write_outputs_round_trips(tmp_path, points):
+    paths = write_outputs(points, tmp_path / "out", gpu="H100", command="sizer report")
+    assert sorted(paths) == ["points.csv", "report.html", "results.json"]
+    assert not list((tmp_path / "out").glob("*.tmp"))
+    results = json.loads(paths["results.json"].read_text())
+    assert results["schema_version"] == 1 and results["workloads"][0]["workload"] == "resnet50-train"
+    again = read_points_csv(paths["points.csv"])
+    assert [(p.vcpus, p.ram_gib, p.disk_class, p.throughput, p.input) for p in again] == [
+        (p.vcpus, p.ram_gib, p.disk_class, p.throughput, p.input) for p in points
+    ]
+
+
+def test_html_is_self_contained_and_escaped(points):
+    hostile = make_points(HOSTILE, unit="tokens/s", seed=2)
+    ctx = build_context(points + hostile, gpu="H100")
+    html = render_html(ctx)
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;alert(" in html or "&lt;script&gt;alert(&#39;x&#39;)" in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "@import" not in html and "url(http" not in html
+    ids = re.findall(r'\bid="([^"]+)"', html)
+    assert len(ids) == len(set(ids))  # inline SVGs must not share ids
+    for wl in ctx["workloads"]:
+        assert html.count(f'class="chart chart-vcpu"') == len(ctx["workloads"])
+    assert "@media print" in html
+
+
+def test_charts_have_titles_and_axis_labels_with_units(context):
+    from sizer.charts import workload_charts
+
+    charts = workload_charts(_workload(context), 0)
+    assert [c["kind"] for c in charts] == ["vcpu", "ram", "fit"]
+    for chart in charts:
+        svg = chart["svg"]
+        assert svg.startswith("<svg") and "<?xml" not in svg and "<metadata" not in svg
+        texts = " ".join(re.findall(r"<text[^>]*>([^<]*)</text>", svg))
+        assert "resnet50-train" in texts and "(images/s)" in texts
+    assert "vCPUs" in charts[0]["svg"] and "RAM (GiB)" in charts[1]["svg"] and "measured" in charts[2]["svg"]
+
+
+# ------------------------------------------------------------------ the command
+def test_cli_report_from_points_file(tmp_path, points, cli):
+    csv_path = tmp_path / "points.csv"
+    write_points_csv(points, csv_path)
+    out = tmp_path / "out"
+    code, stdout, err = cli("report", "--input", csv_path, "--out", out, "--gpu", "H100", "--json")
+    assert code == 0, err
+    data = json.loads(stdout)
+    assert data["schema_version"] == 1 and data["reproduce"]["command"].startswith("sizer report --input")
+    assert (out / "report.html").stat().st_size > 10_000 and (out / "points.csv").exists()
+    code, stdout, err = cli("report", "--input", csv_path, "--out", out, "--gpu", "H100")
+    assert code == 0 and "resnet50-train" in stdout and "report.html" in stdout
+
+
+def test_cli_report_from_store(tmp_path, points, cli):
+    path = store_with_points(tmp_path / "s.sqlite", points)
+    code, stdout, err = cli("report", "--store", path, "--out", tmp_path / "out", "--json")
+    assert code == 0, err
+    assert json.loads(stdout)["limits"]["recorded"] is True
+
+
+def test_cli_report_bad_input_exits_2(tmp_path, points, cli):
+    csv_path = tmp_path / "points.csv"
+    write_points_csv(points, csv_path)
+    for args, words in (
+        (["--out", tmp_path], "--store"),
+        (["--input", csv_path, "--store", tmp_path / "s", "--out", tmp_path], "not both"),
+        (["--store", tmp_path / "missing.sqlite", "--out", tmp_path], "no store"),
+        (["--input", csv_path, "--out", tmp_path, "--tolerance", "1.5"], "tolerance"),
+    ):
+        code, _, err = cli("report", *args)
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err

@@ -1,0 +1,104 @@
+"""The point runner: a fresh worker in the shape's group; ok, oom, timeout and error outcomes."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from sizer.errors import SizerError
+from sizer.limits import AffinityBackend, LimitRequest, detect_backend, list_groups, sysfs
+from sizer.runner import interpreter_for, run_point
+from workloads.protocol import Spec
+
+
+@pytest.fixture
+def backend():
+    b = detect_backend()
+    if b.name == "affinity":
+        pytest.skip("no writable cgroup controllers here")
+    yield b
+    sysfs.remove_all_live()
+    assert [g for g in list_groups() if f"/sizer-{os.getpid()}-" in g] == []
+
+
+def last_cpu() -> int:
+    return max(os.sched_getaffinity(0))
+
+
+@pytest.mark.cgroup
+def test_worker_runs_inside_the_group_and_reads_its_limits_back(backend):
+    limit = 256 * 2**20
+    request = LimitRequest(cpus=(last_cpu(),), memory_bytes=limit, label="runner-ok")
+    with backend.create(request) as group:
+        run = run_point(Spec(workload="cpu-spin", vcpus=1, time_budget_s=1.5, config={"processes": 2}), group)
+    r = run.result
+    assert r.status in ("ok", "noisy"), r.error
+    assert r.throughput > 0 and r.unit == "iterations/s"
+    # What the worker saw from inside, and what the group enforced, agree with the request.
+    assert r.limits_seen["cpus_allowed"] == [last_cpu()]
+    assert r.limits_seen["memory_limit_bytes"] == limit
+    assert run.enforced["backend"] == backend.name and str(limit) in run.enforced["memory"]
+    assert r.extra["enforcement"] == run.enforced
+    # Figures from the cgroup: two spinners on one vCPU get at most about one CPU's time.
+    assert 0 < r.counters["cgroup_cpu_seconds"] <= 1.1 * run.wall_s + 0.2
+    assert r.counters["cgroup_memory_peak_bytes"] and r.counters["cgroup_memory_peak_bytes"] <= limit
+
+
+@pytest.mark.cgroup
+def test_twice_the_memory_limit_ends_as_oom_from_the_cgroup_events(backend):
+    with backend.create(LimitRequest(cpus=(last_cpu(),), memory_bytes=128 * 2**20, label="runner-oom")) as group:
+        run = run_point(Spec(workload="mem-hog", vcpus=1, time_budget_s=5, config={"limit_factor": 2.0}), group)
+    assert run.result.status == "oom"
+    assert run.result.counters["cgroup_oom_kill"] is True
+    assert "memory limit" in run.result.error
+    assert run.returncode == -9
+
+
+@pytest.mark.cgroup
+def test_within_the_memory_limit_is_not_oom(backend):
+    with backend.create(LimitRequest(cpus=(last_cpu(),), memory_bytes=256 * 2**20, label="runner-fits")) as group:
+        run = run_point(Spec(workload="mem-hog", vcpus=1, time_budget_s=5, config={"mib": 32}), group)
+    assert run.result.status == "ok", run.result.error
+    assert run.result.extra["allocated_bytes"] == 32 * 2**20
+    assert run.result.counters["cgroup_oom_kill"] is False
+
+
+@pytest.mark.cgroup
+def test_overrunning_worker_becomes_timeout_and_leaves_no_process(backend):
+    with backend.create(LimitRequest(cpus=(last_cpu(),), label="runner-timeout")) as group:
+        t0 = time.monotonic()
+        run = run_point(Spec(workload="cpu-spin", vcpus=1, time_budget_s=60, spread_target=0.0), group, timeout_s=2.5)
+        assert time.monotonic() - t0 < 15
+        group_dir = getattr(group, "dir", None) or group.dirs["cpuset"]
+        assert sysfs.group_pids(group_dir) == []  # the worker and its spinners are gone
+    assert run.result.status == "timeout"
+    assert "2 s" in run.result.error or "3 s" in run.result.error
+
+
+def test_crashing_worker_is_error_with_its_last_stderr_lines():
+    run = run_point(Spec(workload="no-such-workload", time_budget_s=1), AffinityBackend().create(LimitRequest(cpus=(0,))))
+    assert run.result.status == "error"
+    assert "KeyError" in run.result.error and "no-such-workload" in run.result.error
+    assert run.returncode not in (0, None)
+
+
+def test_affinity_backend_runs_and_marks_limits_not_enforced():
+    group = AffinityBackend().create(LimitRequest(cpus=(0,), memory_bytes=2**30))
+    run = run_point(Spec(workload="mem-hog", vcpus=1, time_budget_s=2, config={"mib": 16}), group)
+    assert run.result.status == "ok", run.result.error
+    assert run.result.limits_seen["cpus_allowed"] == [0]
+    assert run.enforced["memory"] == "not enforced"
+    assert run.result.counters["cgroup_cpu_seconds"] > 0  # from the reaped worker's resource usage
+
+
+def test_unknown_or_missing_interpreter_is_refused(tmp_path, monkeypatch):
+    import sizer.runner as runner
+
+    monkeypatch.setattr(runner, "MXNET_PYTHON", tmp_path / "missing" / "python")
+    with pytest.raises(SizerError, match="make mxnet-env"):
+        interpreter_for("mxnet")
+    with pytest.raises(SizerError, match="unknown worker interpreter"):
+        interpreter_for("jython")
+    assert interpreter_for("")[1] == {}

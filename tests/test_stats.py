@@ -1,0 +1,44 @@
+import math
+
+import pytest
+
+from workloads import stats
+
+
+def test_median_and_percentile():
+    assert stats.median([3, 1, 2]) == 2
+    assert stats.median([4, 1, 2, 3]) == 2.5
+    assert stats.percentile([0, 10], 50) == 5
+    assert stats.percentile(list(range(101)), 99) == pytest.approx(99)
+    with pytest.raises(ValueError):
+        stats.median([])
+
+
+def test_relative_spread():
+    assert stats.relative_spread([100]) == 0
+    assert stats.relative_spread([90, 100, 110]) == pytest.approx(0.2)
+
+
+def test_window_rates_exclude_warmup_and_split_evenly():
+    # 2 warm-up steps that are slow, then 10 steps of 10 samples at 0.1 s -> 100/s.
+    steps = [[1.0, 10, 1], [1.0, 10, 1]] + [[0.1, 10, 0]] * 10
+    rates = stats.window_rates(steps, 5)
+    assert len(rates) == 5
+    assert all(r == pytest.approx(100) for r in rates)
+    rate, spread, _ = stats.summarize(steps, 5)
+    assert rate == pytest.approx(100)
+    assert spread == pytest.approx(0)
+
+
+def test_window_rates_see_a_slowdown():
+    steps = [[0.1, 10, 0]] * 5 + [[0.2, 10, 0]] * 5
+    rates = stats.window_rates(steps, 2)
+    assert rates == [pytest.approx(100), pytest.approx(50)]
+    _, spread, _ = stats.summarize(steps, 2)
+    assert spread > 0.5
+
+
+def test_fewer_steps_than_windows():
+    assert stats.window_rates([[0.5, 10, 0]], 5) == [20]
+    assert stats.window_rates([[0.5, 10, 1]], 5) == []
+    assert math.isinf(stats.relative_spread([0, 0, 1])) or stats.relative_spread([0, 0, 1]) > 0

@@ -1,0 +1,216 @@
+"""Every PyTorch-side workload measures one real point in its cpu-small profile, within 60 s here,
+over real files: JPEG folders and LMDB / RecordIO / tar shards, a PTB-format corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# As in a fresh worker (workloads.torch_common.prefer_sleeping_openmp): the model's OpenMP threads
+# sleep rather than spin while loader workers share the CPUs. Effective only before torch loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import workloads  # noqa: E402
+from workloads.protocol import Result, Spec  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+BUDGET_S = 5.0  # measured part of each point; the 60 s bound covers startup, warm-up and this
+POINT_LIMIT_S = 60.0
+COUNTERS = ("cpu_seconds", "cpu_util_per_vcpu", "peak_rss_bytes", "rss_bytes", "read_bytes", "measured_seconds",
+            "measured_samples", "page_cache_bytes")
+
+
+@pytest.fixture(scope="module")
+def imagenet(tmp_path_factory) -> Path:
+    from sizer.datasets import ensure_imagenet
+
+    root = tmp_path_factory.mktemp("imagenet")
+    ensure_imagenet(root, images=320, seed=3, formats=("files", "lmdb", "rec", "tar"), val_fraction=0.25,
+                    progress=False, classes=8, processes=2)
+    return root
+
+
+@pytest.fixture(scope="module")
+def ptb(tmp_path_factory) -> Path:
+    from sizer.datasets import ensure_ptb
+
+    root = tmp_path_factory.mktemp("ptb")
+    ensure_ptb(root, seed=5, progress=False)
+    return root
+
+
+def measure(name: str, data_dir: Path, work_dir: Path, config: dict | None = None, vcpus: int = 2) -> Result:
+    spec = Spec(workload=name, profile="cpu-small", vcpus=vcpus, data_dir=str(data_dir), work_dir=str(work_dir),
+                config=config or {}, time_budget_s=BUDGET_S)
+    t0 = time.monotonic()
+    result = workloads.get(name).run(spec)
+    wall = time.monotonic() - t0
+    assert result.status in ("ok", "noisy"), result.error
+    assert wall <= POINT_LIMIT_S, f"{name} took {wall:.0f} s"
+    assert result.profile == "cpu-small" and result.throughput > 0
+    for key in COUNTERS:
+        assert key in result.counters, key
+    assert result.counters["cpu_seconds"] > 0 and result.counters["peak_rss_bytes"] > 20 * 2**20
+    assert result.counters["measured_samples"] > 0
+    # Warm-up steps are kept, flagged, and out of the figure; the spread of the windows is reported.
+    assert any(s[2] for s in result.steps) and any(not s[2] for s in result.steps)
+    assert result.window_rates and result.spread >= 0
+    assert min(result.window_rates) <= result.throughput <= max(result.window_rates)
+    assert result.limits_seen["cpus_allowed"]
+    return result
+
+
+TRAIN_INPUTS = {
+    "resnet50-train": "files",
+    "alexnet-train": "lmdb",
+    "googlenet-train": "rec",
+    "vgg16-train": "tar",
+    "inception_v3-train": "files",
+}
+
+
+@pytest.mark.parametrize("name", list(TRAIN_INPUTS))
+def test_training_point_from_files_and_shards(name, imagenet, tmp_path):
+    fmt = TRAIN_INPUTS[name]
+    r = measure(name, imagenet, tmp_path, {"input": fmt})
+    cls = workloads.load_all()[name]
+    assert r.unit == "images/s" and r.framework == "pytorch"
+    assert r.config["model"] == cls.defaults["cpu-small"]["model"] and r.config["input"] == fmt
+    assert r.extra["loader_workers"] == 2 and r.extra["dataset_images"] == 240
+    assert 0 < r.extra["dataset_gib"] < 0.1
+    assert r.extra["loss_first"] > 0 and r.extra["loss_last"] == r.extra["loss_last"]  # real, finite steps
+    assert r.counters["warmup_steps"] >= 2 * 2 + 3  # past the prefetch depth (2 workers x 2)
+    assert "cold_rate" in r.extra
+
+
+def test_training_on_synthetic_input_skips_the_loader(imagenet, tmp_path):
+    r = measure("resnet50-train", imagenet, tmp_path, {"input": "synthetic"})
+    assert "loader_workers" not in r.extra and "epochs" not in r.extra
+
+
+@pytest.mark.parametrize("name", ["resnet50-infer", "alexnet-infer", "googlenet-infer", "vgg16-infer", "inception_v3-infer"])
+def test_inference_point_with_latency_percentiles(name, imagenet, tmp_path):
+    r = measure(name, imagenet, tmp_path, {"input": "tar"} if name == "vgg16-infer" else None)
+    assert r.extra["dataset_images"] == 80  # the val split
+    assert 0 < r.extra["batch_latency_p50_ms"] <= r.extra["batch_latency_p99_ms"]
+    # The model's share of a batch's time cannot exceed the whole step's, at the measured rate.
+    batch = r.config["batch_size"]
+    assert r.extra["batch_latency_p50_ms"] < 1000 * batch / r.throughput * 1.5
+
+
+@pytest.mark.parametrize("fmt", ["lmdb", "rec", "tar"])
+def test_preprocess_writes_shards_that_read_back(fmt, imagenet, tmp_path):
+    from PIL import Image
+
+    from workloads import formats
+
+    r = measure("imagenet-preprocess", imagenet, tmp_path, {"format": fmt, "keep_output": True, "chunk": 8})
+    e = r.extra
+    assert e["complete_pass"] and e["images_done"] == 240 and e["processes"] == 2
+    assert e["read_mb_s"] > 0 and e["write_mb_s"] > 0 and e["encoded_bytes"] < e["input_bytes"] / 10
+    reader = formats.open_packed(e["output_dir"], fmt, "train")
+    assert len(reader) == 240
+    labels = set()
+    for i in range(0, 240, 37):
+        data, label = reader[i]
+        assert min(Image.open(io_bytes(data)).size) == 32  # cpu-small short side
+        labels.add(label)
+    assert len(labels) > 1
+
+
+def io_bytes(data: bytes):
+    import io
+
+    return io.BytesIO(data)
+
+
+def test_ptb_lstm_loss_falls_on_the_synthetic_corpus(ptb, tmp_path):
+    r = measure("ptb-lstm-train", ptb, tmp_path)
+    assert r.unit == "tokens/s"
+    assert r.extra["vocabulary"] == 10_000
+    assert r.extra["loss_end"] < r.extra["loss_start"] - 0.3, r.extra
+    assert r.extra["loss_end"] < r.extra["loss_start_measured"]
+
+
+def test_ptb_lstm_loss_falls_on_a_real_format_corpus(tmp_path):
+    # PTB's own layout: lowercase words, numbers as N, rare words as <unk>, a space before and after.
+    sentences = [
+        "the company said its third-quarter profit rose N N",
+        "mr. <unk> is chairman of this <unk> company",
+        "the market fell sharply in heavy trading",
+        "shares of the bank closed at $ N",
+        "analysts said the stock may rise next year",
+        "the government said sales of new homes fell",
+    ]
+    import random
+
+    rng = random.Random(1)
+    corpus = tmp_path / "ptb.train.txt"
+    corpus.write_text("".join(f" {rng.choice(sentences)} \n" for _ in range(3000)))
+    r = measure("ptb-lstm-train", tmp_path, tmp_path)
+    assert r.extra["vocabulary"] == len({w for s in sentences for w in s.split()}) + 1
+    # From about ln(36) = 3.6 nats at random init; a few seconds of steps must bring it down.
+    assert r.extra["loss_end"] < r.extra["loss_start"] - 0.1, r.extra
+    assert r.extra["loss_end"] < r.extra["loss_start_measured"], r.extra
+
+
+def test_cpu_calibrate_pins_one_vcpu_and_gives_the_cpus_back(tmp_path):
+    before = os.sched_getaffinity(0)
+    r = measure("cpu-calibrate", Path(""), tmp_path)
+    assert os.sched_getaffinity(0) == before
+    assert r.extra["cpu"] in before and r.config["image_size"] == 224
+    assert r.counters["cpu_util_per_vcpu"] <= 1.3  # one process, one vCPU
+    assert r.counters["read_bytes"] < 1e6  # the images are in memory
+
+
+def test_worker_entry_runs_a_point_and_reports_bad_config(imagenet, tmp_path, repo_root):
+    spec = Spec(workload="resnet50-train", profile="cpu-small", vcpus=2, data_dir=str(imagenet),
+                work_dir=str(tmp_path), time_budget_s=BUDGET_S)
+    (tmp_path / "spec.json").write_text(spec.to_json())
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "workloads", "run", "--spec", str(tmp_path / "spec.json"),
+                           "--out", str(tmp_path / "out.json")], cwd=repo_root, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert time.monotonic() - t0 <= POINT_LIMIT_S
+    r = Result.from_json((tmp_path / "out.json").read_text())
+    assert r.status in ("ok", "noisy") and r.throughput > 0 and r.wall_s > 0
+    assert r.config["model"] == "resnet18" and r.counters["peak_rss_bytes"] > 0
+    assert json.loads((tmp_path / "out.json").read_text())["schema_version"] == 1
+
+    bad = Spec(workload="resnet50-train", profile="cpu-small", data_dir=str(imagenet), config={"input": "floppy"})
+    (tmp_path / "bad.json").write_text(bad.to_json())
+    proc = subprocess.run([sys.executable, "-m", "workloads", "run", "--spec", str(tmp_path / "bad.json"),
+                           "--out", str(tmp_path / "bad-out.json")], cwd=repo_root, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1
+    r = Result.from_json((tmp_path / "bad-out.json").read_text())
+    assert r.status == "error" and "input='floppy'" in r.error
+
+
+def test_inception_v3_auxiliary_logits_enter_the_loss_at_299_px():
+    """The gpu profile's Inception v3 trains with its auxiliary head; checked here on the CPU."""
+    import torch
+
+    from workloads import torch_common as tc
+
+    torch.manual_seed(0)
+    model = tc.build_cnn("inception_v3", "cpu", channels_last=True)
+    model.train()
+    x = torch.randn(2, 3, 299, 299).contiguous(memory_format=torch.channels_last)
+    y = torch.tensor([1, 2])
+    out = model(x)
+    assert out.aux_logits is not None
+    loss_fn = torch.nn.CrossEntropyLoss()
+    loss = tc.logits_and_loss(out, y, loss_fn)
+    expected = loss_fn(out.logits, y) + 0.4 * loss_fn(out.aux_logits, y)
+    assert torch.allclose(loss, expected)
+    loss.backward()
+    assert model.AuxLogits.fc.weight.grad is not None

@@ -1,0 +1,195 @@
+"""ImageNet preprocessing: a JPEG folder -> images resized to a short side (256 on the GPU profile)
+and re-encoded, packed into shards (config `format`: lmdb as NVCaffe's convert_imageset writes,
+rec as MXNet's im2rec writes, or tar as WebDataset shards), output fsynced.
+
+N = vCPUs worker processes (config `processes` overrides) read, decode, resize and encode, each
+with a few threads reading its files ahead (config `read_threads`) so cold reads overlap decoding;
+the main process writes the shard, as the frameworks' own tools do. Decoding uses PIL's draft mode (DCT-domain
+downscaling by 1/2, 1/4 or 1/8, never below the target size), as fast preprocessing scripts do. The
+cpu-small profile writes 32 px thumbnails so that on a small host the CPU side outruns a
+standard cloud disk and the result depends on the disk, as the full-size job does on a large host.
+
+`short_side: 0` packs the JPEGs as they are (im2rec --pass-through, convert_imageset --encoded
+without resizing): no decoding, so the job is bound by the disk on any host.
+
+One pass over the folder, from whatever cache state the runner left (cold, normally); the point
+stops early once the meter has a stable figure. Reports images/s, and MB/s read (JPEG bytes in)
+and written (encoded bytes out) in `extra`.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from workloads.measure import Meter, bottleneck_label
+from workloads.protocol import Result, Spec, Workload, register
+
+_SHARD_FORMATS = ("lmdb", "rec", "tar")
+
+
+def resize_short_side(data: bytes, short_side: int, quality: int, draft: bool) -> bytes:
+    """JPEG bytes -> JPEG bytes of the image scaled so its short side is `short_side`."""
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(data))
+    if draft:
+        img.draft("RGB", (short_side, short_side))  # picks the largest DCT scale keeping both sides >= target
+    img = img.convert("RGB")
+    w, h = img.size
+    scale = short_side / min(w, h)
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    if size != img.size:
+        img = img.resize(size, Image.BILINEAR, reducing_gap=None)
+    out = io.BytesIO()
+    img.save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+_readers: list[Any] = []  # per worker process: the thread pool that reads ahead
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def _process_chunk(task: tuple[str, list[tuple[str, int]], int, int, bool, int]) -> list[tuple[str, bytes, int, int]]:
+    """Worker: (root, [(relative path, label)], short side, quality, draft, read threads) ->
+    [(key, bytes, label, bytes in)]. A few threads read the chunk's files ahead while this process
+    decodes, so a cold read's latency overlaps decoding instead of adding to it."""
+    root, items, short_side, quality, draft, read_threads = task
+    if not _readers:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _readers.append(ThreadPoolExecutor(max_workers=max(1, read_threads), thread_name_prefix="read"))
+    contents = _readers[0].map(_read_file, [os.path.join(root, rel) for rel, _ in items])
+    out = []
+    for (rel, label), data in zip(items, contents):
+        packed = data if short_side <= 0 else resize_short_side(data, short_side, quality, draft)
+        out.append((rel, packed, label, len(data)))
+    return out
+
+
+@register
+class ImagenetPreprocess(Workload):
+    name = "imagenet-preprocess"
+    framework = "pillow"
+    unit = "images/s"
+    description = "JPEG folder -> short-side-resized, re-encoded LMDB / RecordIO / tar shards, fsynced"
+    dataset = "imagenet"
+    stresses = "disk, CPU"
+    defaults = {
+        "gpu": {"format": "lmdb", "split": "train", "short_side": 256, "quality": 90, "draft": True,
+                "processes": None, "read_threads": 4, "chunk": 32, "max_images": None, "keep_output": False},
+        "cpu-small": {"format": "lmdb", "split": "train", "short_side": 32, "quality": 90, "draft": True,
+                      "processes": None, "read_threads": 4, "chunk": 16, "max_images": None, "keep_output": False},
+    }
+
+    def _folder(self, spec: Spec, cfg: dict[str, Any]):
+        from workloads import formats
+
+        if not spec.data_dir:
+            raise ValueError("spec.data_dir is empty: point it at a JPEG folder made by `sizer data imagenet`")
+        folder = formats.open_image_dataset(spec.data_dir, "files", cfg["split"])
+        if len(folder) == 0:
+            raise ValueError(f"no JPEG images under {Path(spec.data_dir) / cfg['split']}")
+        return folder
+
+    def prepare(self, spec: Spec) -> None:
+        self._folder(spec, self.config_for(spec))
+
+    def run(self, spec: Spec) -> Result:
+        from workloads import formats
+
+        cfg = self.config_for(spec)
+        fmt = cfg["format"]
+        if fmt not in _SHARD_FORMATS:
+            raise ValueError(f"config format={fmt!r} is not one of {', '.join(_SHARD_FORMATS)}")
+        result = self.new_result(spec, cfg)
+        folder = self._folder(spec, cfg)
+        items = list(folder.samples)
+        if cfg.get("max_images"):
+            items = items[: int(cfg["max_images"])]
+        processes = int(cfg.get("processes") or max(1, spec.vcpus))
+        chunk = max(1, int(cfg["chunk"]))
+        tasks = [
+            (str(folder.root), items[i : i + chunk], int(cfg["short_side"]), int(cfg["quality"]), bool(cfg["draft"]),
+             int(cfg["read_threads"]))
+            for i in range(0, len(items), chunk)
+        ]
+        # Warm-up: the pool's start and each process's first chunk (nothing is read ahead beyond that).
+        meter = Meter(
+            warmup_steps=processes + 1,
+            time_budget_s=spec.time_budget_s,
+            min_steps=int(cfg.get("min_steps", 10)),
+            spread_target=spec.spread_target,
+            gpu=False,
+        )
+        out_parent = Path(tempfile.mkdtemp(prefix="preprocess-", dir=spec.work_dir or None))
+        extra = result.extra
+        bytes_in = bytes_out = 0.0
+        images_done = 0
+        measured_in = measured_out = 0.0
+        t_start = time.perf_counter()
+        try:
+            writer = formats.open_writer(fmt, out_parent, cfg["split"], fsync=True)
+            with multiprocessing.get_context("fork").Pool(processes) as pool:
+                last = time.perf_counter()
+                for part in pool.imap_unordered(_process_chunk, tasks):
+                    for key, data, label, n_in in part:
+                        writer.write(key, data, label)
+                        bytes_in += n_in
+                        bytes_out += len(data)
+                    now = time.perf_counter()
+                    was_measuring = meter.measuring
+                    meter.step(now - last, len(part))
+                    last = now
+                    images_done += len(part)
+                    if was_measuring:
+                        measured_in += sum(p[3] for p in part)
+                        measured_out += sum(len(p[1]) for p in part)
+                    if meter.done():
+                        break
+                if not any(not s[2] for s in meter.steps):
+                    raise ValueError(
+                        f"{len(items)} images make {len(tasks)} chunks, too few to measure past the "
+                        f"{meter.warmup_steps}-chunk warm-up: use a larger folder or a smaller chunk"
+                    )
+                meter.finish(result, spec.vcpus)  # while the pool's processes live: their counters count
+                pool.terminate()
+            t_sync = time.perf_counter()
+            writer.close()  # commits and fsyncs the shard
+            extra["fsync_s"] = time.perf_counter() - t_sync
+            extra["output_bytes"] = sum(_size(p) for p in writer.outputs())
+        finally:
+            if not cfg.get("keep_output"):
+                shutil.rmtree(out_parent, ignore_errors=True)
+        wall = time.perf_counter() - t_start
+        secs = result.counters.get("measured_seconds") or 0.0
+        extra.update(
+            processes=processes,
+            images_total=len(items),
+            images_done=images_done,
+            complete_pass=images_done == len(items),
+            input_bytes=bytes_in,
+            encoded_bytes=bytes_out,
+            pass_images_per_s=images_done / wall if wall > 0 else 0.0,
+            read_mb_s=measured_in / secs / 1e6 if secs else 0.0,
+            write_mb_s=measured_out / secs / 1e6 if secs else 0.0,
+            output_dir=str(out_parent) if cfg.get("keep_output") else "",
+        )
+        result.bottleneck = bottleneck_label(result.counters, spec.vcpus)
+        return result
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size if path.exists() else 0

@@ -1,0 +1,161 @@
+"""Word-level LSTM language model on PTB (`ptb-lstm-train`), after Zaremba et al. (2014).
+
+The gpu profile is their medium model: 2 layers x 650 units, dropout 0.5, untied embeddings,
+35-step truncated BPTT, batch 20, SGD at learning rate 1 with gradient-norm clipping at 5, weights
+uniform in +-0.05. The cpu-small profile is their small model: 2 x 200, no dropout, 20-step BPTT,
+weights in +-0.1. Reads `ptb.train.txt` from spec.data_dir (a real PTB copy drops in), builds the
+vocabulary from it (each line's words plus an end-of-sentence token) and reports tokens/s, with the
+training loss averaged over the first and the last few steps (`loss_start`, `loss_end`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from workloads import torch_common as tc
+from workloads.measure import bottleneck_label
+from workloads.protocol import Result, Spec, Workload, register
+
+EOS = "<eos>"
+LOSS_AVERAGE_STEPS = 5
+
+
+def read_corpus(path: Path) -> tuple[list[int], dict[str, int]]:
+    """Token ids of a PTB-format file and the vocabulary built from it (first occurrence order)."""
+    vocab: dict[str, int] = {}
+    ids: list[int] = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            for word in line.split() + [EOS]:
+                ids.append(vocab.setdefault(word, len(vocab)))
+    return ids, vocab
+
+
+def build_model(vocab_size: int, hidden: int, layers: int, dropout: float, tied: bool, init: float):
+    import torch
+    from torch import nn
+
+    class LstmLanguageModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.Dropout(dropout)
+            self.embedding = nn.Embedding(vocab_size, hidden)
+            self.lstm = nn.LSTM(hidden, hidden, layers, dropout=dropout if layers > 1 else 0.0)
+            self.decoder = nn.Linear(hidden, vocab_size)
+            if tied:
+                self.decoder.weight = self.embedding.weight
+            for p in self.parameters():
+                nn.init.uniform_(p, -init, init)
+
+        def forward(self, tokens: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]):
+            out, state = self.lstm(self.drop(self.embedding(tokens)), state)
+            return self.decoder(self.drop(out)), state
+
+        def zero_state(self, batch: int, device: str):
+            shape = (layers, batch, hidden)
+            return (torch.zeros(shape, device=device), torch.zeros(shape, device=device))
+
+    return LstmLanguageModel()
+
+
+class BpttWindows:
+    """(position, input, target) windows of `bptt` steps over a (steps, batch) token matrix."""
+
+    def __init__(self, data: Any, bptt: int):
+        self.data = data
+        self.bptt = bptt
+
+    def __len__(self) -> int:
+        return (len(self.data) - 2) // self.bptt + 1
+
+    def __iter__(self):
+        for i in range(0, len(self.data) - 1, self.bptt):
+            n = min(self.bptt, len(self.data) - 1 - i)
+            yield i, self.data[i : i + n], self.data[i + 1 : i + 1 + n]
+
+
+@register
+class PtbLstmTrain(Workload):
+    name = "ptb-lstm-train"
+    framework = "pytorch"
+    unit = "tokens/s"
+    description = "Word-level LSTM language model on PTB (Zaremba et al.'s medium model; cpu-small: their small one)"
+    dataset = "ptb"
+    stresses = "GPU, little else"
+    defaults = {
+        "gpu": {"hidden": 650, "layers": 2, "dropout": 0.5, "bptt": 35, "batch_size": 20, "tied": False,
+                "init": 0.05, "lr": 1.0, "clip": 5.0, "device": "cuda", "precision": "fp32", "warmup_steps": 5},
+        "cpu-small": {"hidden": 200, "layers": 2, "dropout": 0.0, "bptt": 20, "batch_size": 20, "tied": False,
+                      "init": 0.1, "lr": 1.0, "clip": 5.0, "device": "cpu", "precision": "fp32", "warmup_steps": 3},
+    }
+
+    def _train_file(self, spec: Spec) -> Path:
+        path = Path(spec.data_dir) / "ptb.train.txt"
+        if not spec.data_dir or not path.is_file():
+            raise ValueError(f"no ptb.train.txt in {spec.data_dir!r}: make one with `sizer data ptb` or point at a PTB copy")
+        return path
+
+    def prepare(self, spec: Spec) -> None:
+        self._train_file(spec)
+
+    def run(self, spec: Spec) -> Result:
+        cfg = self.config_for(spec)
+        result = self.new_result(spec, cfg)
+        path = self._train_file(spec)
+        result.extra["openmp_sleeps"] = tc.prefer_sleeping_openmp(cfg)
+
+        import torch
+        import torch.nn.functional as F
+
+        device = tc.setup_device(cfg, spec.vcpus, spec.seed)
+        ids, vocab = read_corpus(path)
+        batch_size, bptt = int(cfg["batch_size"]), int(cfg["bptt"])
+        columns = len(ids) // batch_size
+        if columns < 2 * bptt:
+            raise ValueError(f"{path} has {len(ids)} tokens, too few for batch {batch_size} x BPTT {bptt}")
+        data = torch.tensor(ids[: columns * batch_size], dtype=torch.long).view(batch_size, columns).t().contiguous().to(device)
+
+        model = build_model(len(vocab), int(cfg["hidden"]), int(cfg["layers"]), float(cfg["dropout"]),
+                            bool(cfg["tied"]), float(cfg["init"])).to(device)
+        model.train()
+        params = list(model.parameters())
+        optimizer = torch.optim.SGD(params, lr=float(cfg["lr"]))
+        clip = float(cfg["clip"])
+        losses: list[Any] = []
+        state: list[Any] = [None]
+
+        def step(window) -> float:
+            position, x, y = window
+            if position == 0 or state[0] is None:  # a new pass over the corpus starts from zero state
+                state[0] = model.zero_state(batch_size, device)
+            h = tuple(s.detach() for s in state[0])  # truncated BPTT: no gradient into the last window
+            with tc.autocast(device, cfg["precision"]):
+                logits, state[0] = model(x, h)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, clip)
+            optimizer.step()
+            losses.append(loss.detach())
+            return float(y.numel())
+
+        warmup = int(cfg["warmup_steps"])
+        meter = tc.new_meter(spec, cfg, warmup, device)
+        extra = result.extra
+        extra.update(versions=tc.framework_versions(), vocabulary=len(vocab), corpus_tokens=len(ids))
+        tc.run_epochs(meter, BpttWindows(data, bptt), step, tc.StepClock(device), extra)
+        meter.finish(result, spec.vcpus)
+
+        values = torch.stack(losses).float().cpu().tolist()
+        k = min(LOSS_AVERAGE_STEPS, max(1, len(values) // 3))
+        measured = values[warmup:] if len(values) > warmup + k else values
+        extra.update(
+            loss_start=sum(values[:k]) / k,
+            loss_end=sum(values[-k:]) / k,
+            loss_start_measured=sum(measured[:k]) / k,
+            perplexity_end=float(torch.tensor(sum(values[-k:]) / k).exp()),
+            train_steps=len(values),
+        )
+        result.bottleneck = bottleneck_label(result.counters, spec.vcpus)
+        return result

@@ -1,0 +1,515 @@
+"""Pieces shared by the PyTorch workloads: device and precision setup, the ImageNet-style input
+pipeline (DataLoader over JPEG files or packed shards, decode and augmentation on CPU workers or
+nvjpeg on the GPU), and the timed loop that feeds `workloads.measure.Meter`.
+
+Decisions that shape every image workload:
+- Loader workers = the shape's vCPUs unless the config names `workers`. At 1 vCPU that is still one
+  worker process (not decoding in the main process): the worker and the training process share the
+  one vCPU, as they would on a 1-vCPU instance running a default loader, and decoding overlaps the
+  GPU's step instead of running between steps. The main process also needs CPU (kernel launches,
+  the optimizer on CPU hosts), so a shape's vCPUs are shared by both, which is what the shape means.
+- The measured window starts after warm-up of at least the prefetch depth in batches
+  (workers x prefetch_factor) plus a few steps, so batches read before timing began do not
+  flatter the rate. The loader samples pass after pass without ending (EndlessPasses), so its
+  workers never drain at an epoch boundary; passes are counted in samples and marked as phases.
+- On a GPU, steps are timed as intervals between completions of consecutive steps: after queueing
+  step k the loop waits for step k-1 to finish (a CUDA event), so the GPU always has one step queued
+  and step times are true GPU-inclusive times, without the stall a full synchronize per step adds.
+
+torch, torchvision and PIL are imported inside functions: importing this module needs none of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import os
+import random
+import sys
+import time
+from typing import Any, Callable, Iterable, Sequence
+
+from workloads.measure import Meter, tree_counters
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+IMAGE_INPUTS = ("files", "lmdb", "rec", "tar")
+INPUTS = IMAGE_INPUTS + ("synthetic",)
+DECODERS = ("cpu", "gpu")
+NUM_CLASSES = 1000
+
+# torchvision constructor arguments per architecture: random init, and for googlenet no auxiliary
+# heads (its torchvision default turns them on only for pretrained weights' sake).
+ARCH_KWARGS: dict[str, dict[str, Any]] = {
+    "alexnet": {},
+    "vgg11": {},
+    "vgg16": {},
+    "resnet18": {},
+    "resnet50": {},
+    "googlenet": {"aux_logits": False, "init_weights": True},
+    "inception_v3": {"aux_logits": True, "init_weights": True},
+}
+
+
+# ---------------------------------------------------------------- config and device
+def prefer_sleeping_openmp(cfg: dict[str, Any]) -> bool:
+    """On a CPU device the model's OpenMP threads share the shape's vCPUs with the loader workers;
+    threads that spin while they wait take CPU from the workers (seen on 2 busy cores: steps 5x
+    slower, erratic). Ask OpenMP to sleep instead. It only takes effect before torch is first
+    imported, as in a fresh worker; returns whether it did."""
+    if cfg.get("device", "cpu") != "cpu" or "torch" in sys.modules:
+        return False
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return True
+
+
+def check_choice(cfg: dict[str, Any], key: str, allowed: Sequence[str]) -> str:
+    value = cfg.get(key)
+    if value not in allowed:
+        raise ValueError(f"config {key}={value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def setup_device(cfg: dict[str, Any], vcpus: int, seed: int) -> str:
+    """Pick the device (config `device`: cuda or cpu), seed everything and size the main process's
+    thread pool to the shape (config `threads` overrides). Returns 'cuda' or 'cpu'."""
+    import torch
+
+    device = cfg.get("device", "cpu")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"config device={device!r} is not cpu or cuda")
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("the gpu profile needs a CUDA GPU and none is visible (use profile cpu-small)")
+        torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest kernels
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    torch.set_num_threads(max(1, int(cfg.get("threads") or vcpus)))
+    random.seed(seed)
+    torch.manual_seed(seed)
+    return device
+
+
+def is_cuda(device: str) -> bool:
+    return device.startswith("cuda")
+
+
+def autocast(device: str, precision: str):
+    """bf16 autocast on the GPU when asked; a no-op context otherwise (fp32)."""
+    import torch
+
+    if precision not in ("bf16", "fp32"):
+        raise ValueError(f"config precision={precision!r} is not bf16 or fp32")
+    if precision == "bf16":
+        return torch.autocast(device_type="cuda" if is_cuda(device) else "cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def build_cnn(arch: str, device: str, channels_last: bool, aux_logits: bool | None = None):
+    """A torchvision architecture with random weights, on the device. `aux_logits` overrides the
+    auxiliary-head default of googlenet and inception_v3."""
+    import torch
+    import torchvision
+
+    if arch not in ARCH_KWARGS:
+        raise ValueError(f"config model={arch!r} is not one of {', '.join(ARCH_KWARGS)}")
+    kwargs = dict(ARCH_KWARGS[arch])
+    if aux_logits is not None and "aux_logits" in kwargs:
+        kwargs["aux_logits"] = bool(aux_logits)
+    model = getattr(torchvision.models, arch)(weights=None, num_classes=NUM_CLASSES, **kwargs)
+    model = model.to(device)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def logits_and_loss(output: Any, target: Any, loss_fn: Callable) -> Any:
+    """Cross-entropy of a model output; Inception v3 in training mode also returns auxiliary
+    logits, weighted 0.4 as in its paper and torchvision's reference recipe."""
+    aux = getattr(output, "aux_logits", None)
+    logits = getattr(output, "logits", output)
+    loss = loss_fn(logits, target)
+    if aux is not None:
+        loss = loss + 0.4 * loss_fn(aux, target)
+    return loss
+
+
+# ---------------------------------------------------------------- input pipeline
+def open_images(data_dir: str, fmt: str, split: str) -> Sequence[tuple[bytes, int]]:
+    """The (jpeg bytes, label) samples of a dataset split in one of the packed formats."""
+    from workloads import formats
+
+    if not data_dir:
+        raise ValueError("spec.data_dir is empty: point it at a dataset made by `sizer data imagenet`")
+    samples = formats.open_image_dataset(data_dir, fmt, split=split)
+    if len(samples) == 0:
+        raise ValueError(f"no {split} images in {data_dir} (format {fmt})")
+    return samples
+
+
+def dataset_bytes(data_dir: str, fmt: str, split: str) -> int:
+    from workloads import formats
+
+    return formats.dataset_bytes(data_dir, fmt, split)
+
+
+def decode_rgb(data: bytes):
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(data))
+    return img.convert("RGB")
+
+
+def train_transform(size: int):
+    """Decode-side augmentation of the torchvision ImageNet reference recipe."""
+    from torchvision import transforms as T
+
+    return T.Compose(
+        [
+            T.RandomResizedCrop(size),
+            T.RandomHorizontalFlip(),
+            T.ToTensor(),
+            T.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )
+
+
+def eval_transform(size: int, resize: int):
+    from torchvision import transforms as T
+
+    return T.Compose(
+        [T.Resize(resize), T.CenterCrop(size), T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+    )
+
+
+class ImageSamples:
+    """A map-style dataset over (jpeg bytes, label) samples: decoded and transformed in the loader
+    worker, or handed on as raw bytes (a uint8 tensor) for decoding on the GPU."""
+
+    def __init__(self, samples: Sequence[tuple[bytes, int]], transform: Callable | None):
+        self.samples = samples
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int):
+        import torch
+
+        data, label = self.samples[index]
+        if self.transform is None:
+            return torch.frombuffer(bytearray(data), dtype=torch.uint8), int(label)
+        return self.transform(decode_rgb(data)), int(label)
+
+
+def collate_raw(batch):
+    """JPEG bytes of a batch packed into one uint8 tensor with their lengths, and the labels: one
+    shared-memory block per batch to hand over from a worker, not one per image."""
+    import torch
+
+    lengths = [len(b[0]) for b in batch]
+    return torch.cat([b[0] for b in batch]), lengths, torch.tensor([b[1] for b in batch], dtype=torch.long)
+
+
+def split_raw(flat: Any, lengths: list[int]) -> list:
+    """The per-image byte tensors of a `collate_raw` batch (views, no copies)."""
+    return list(flat.split(lengths))
+
+
+class EndlessPasses:
+    """Sample indices, pass after pass over `n` samples (a new shuffle each pass when asked), never
+    ending. The loader's workers then run on across pass boundaries instead of draining and
+    re-priming at every epoch, a stall that a full-size dataset's long epochs make negligible but
+    a scaled-down dataset's short ones would not (seen: 2.5 s at each 70-batch epoch of a GPU run)."""
+
+    def __init__(self, n: int, shuffle: bool, seed: int):
+        self.n = n
+        self.shuffle = shuffle
+        self.seed = seed
+
+    def __iter__(self):
+        rng = random.Random(self.seed)
+        order = list(range(self.n))
+        while True:
+            if self.shuffle:
+                rng.shuffle(order)
+            yield from order
+
+    def __len__(self) -> int:
+        return self.n * 1_000_000  # "endless" for the loader's length
+
+
+def make_loader(
+    dataset: Any,
+    batch_size: int,
+    workers: int,
+    prefetch_factor: int,
+    pin_memory: bool,
+    shuffle: bool,
+    seed: int,
+    collate_fn: Callable | None = None,
+):
+    """A DataLoader over endless passes of the dataset (see EndlessPasses): persistent workers,
+    `prefetch_factor` batches read ahead per worker, whole batches only."""
+    import torch
+
+    if len(dataset) < batch_size:
+        raise ValueError(f"the dataset has {len(dataset)} images, fewer than one batch of {batch_size}")
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=EndlessPasses(len(dataset), shuffle, seed),
+        num_workers=workers,
+        prefetch_factor=prefetch_factor if workers > 0 else None,
+        persistent_workers=workers > 0,
+        pin_memory=pin_memory,
+        drop_last=True,
+        collate_fn=collate_fn,
+    )
+
+
+@contextlib.contextmanager
+def closing_loader(loader: Any):
+    """Stop a DataLoader's persistent workers on the way out, so a worker process never outlives
+    the point that started it (also when the point fails)."""
+    try:
+        yield loader
+    finally:
+        iterator = getattr(loader, "_iterator", None)
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+
+
+def loader_workers(cfg: dict[str, Any], vcpus: int) -> int:
+    workers = cfg.get("workers")
+    return max(1, int(vcpus)) if workers in (None, "") else max(0, int(workers))
+
+
+def warmup_batches(cfg: dict[str, Any], workers: int) -> int:
+    """Prefetch depth in batches plus a few steps: the window starts after the pre-read batches
+    are spent and the queue has been refilled at the pipeline's own rate."""
+    return max(1, workers) * int(cfg.get("prefetch_factor", 2)) + int(cfg.get("warmup_steps", 3))
+
+
+def random_resized_crop_box(
+    height: int, width: int, rng: random.Random, scale: tuple[float, float] = (0.08, 1.0),
+    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+) -> tuple[int, int, int, int]:
+    """(top, left, h, w) of a RandomResizedCrop, torchvision's algorithm with Python's RNG (drawing
+    through torch costs tens of microseconds per image, which adds up on the GPU path)."""
+    area = height * width
+    log_lo, log_hi = math.log(ratio[0]), math.log(ratio[1])
+    for _ in range(10):
+        target = area * rng.uniform(scale[0], scale[1])
+        aspect = math.exp(rng.uniform(log_lo, log_hi))
+        w = int(round(math.sqrt(target * aspect)))
+        h = int(round(math.sqrt(target / aspect)))
+        if 0 < w <= width and 0 < h <= height:
+            return rng.randint(0, height - h), rng.randint(0, width - w), h, w
+    in_ratio = width / height  # fallback: the whole image, cropped to the ratio range, centred
+    if in_ratio < ratio[0]:
+        w, h = width, int(round(width / ratio[0]))
+    elif in_ratio > ratio[1]:
+        h, w = height, int(round(height * ratio[1]))
+    else:
+        w, h = width, height
+    return (height - h) // 2, (width - w) // 2, h, w
+
+
+class GpuAugment:
+    """nvjpeg decode of a batch of JPEG byte tensors, then RandomResizedCrop + flip + normalize on
+    the GPU into one channels-last float batch.
+
+    Crops differ in size, so each is resized on its own (a view, a float copy, one antialiased
+    bilinear resize); flip and normalize then run once on the whole batch. The work runs on a side
+    stream so decoding the next batch overlaps the training step queued on the main stream.
+    """
+
+    def __init__(self, size: int, device: str, seed: int = 0):
+        import torch
+
+        self.size = size
+        self.device = device
+        self.rng = random.Random(seed)
+        self.stream = torch.cuda.Stream(device=device)
+        self.mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1) * 255
+        self.std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1) * 255
+        torch.cuda.synchronize(device)  # the side stream uses mean and std made on the main one
+
+    def __call__(self, flat: Any, lengths: list[int]) -> Any:
+        import torch
+        import torch.nn.functional as F
+        from torchvision.io import ImageReadMode, decode_jpeg
+
+        main = torch.cuda.current_stream(self.device)
+        with torch.cuda.stream(self.stream):
+            images = decode_jpeg(split_raw(flat, lengths), mode=ImageReadMode.RGB, device=self.device)
+            n = len(images)
+            out = torch.empty((n, 3, self.size, self.size), dtype=torch.float32, device=self.device)
+            for i, img in enumerate(images):
+                top, left, h, w = random_resized_crop_box(int(img.shape[-2]), int(img.shape[-1]), self.rng)
+                crop = img[:, top : top + h, left : left + w].unsqueeze(0).float()
+                out[i] = F.interpolate(crop, size=(self.size, self.size), mode="bilinear", antialias=True, align_corners=False)[0]
+            flip = torch.rand(n, device=self.device) < 0.5
+            out = torch.where(flip.view(n, 1, 1, 1), out.flip(-1), out)
+            out = ((out - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
+        main.wait_stream(self.stream)
+        out.record_stream(main)  # made on the side stream, used on the main one
+        return out
+
+
+# ---------------------------------------------------------------- timing
+class StepClock:
+    """Step times as intervals between completions of consecutive steps.
+
+    On the CPU a step is complete when its Python call returns. On a GPU, `tick` records an event
+    after the step is queued and waits for the previous step's event, so one step stays queued and
+    the reported interval covers the GPU's work and any wait for input.
+    """
+
+    def __init__(self, device: str):
+        self.cuda = is_cuda(device)
+        self._pending: tuple[Any, float] | None = None
+        self._last = 0.0
+
+    def start(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+        self._last = time.perf_counter()
+
+    def _lap(self) -> float:
+        now = time.perf_counter()
+        dt, self._last = now - self._last, now
+        return dt
+
+    def tick(self, samples: float) -> list[tuple[float, float]]:
+        if not self.cuda:
+            return [(self._lap(), samples)]
+        import torch
+
+        event = torch.cuda.Event()
+        event.record()
+        done = []
+        if self._pending is not None:
+            previous, n = self._pending
+            previous.synchronize()
+            done.append((self._lap(), n))
+        self._pending = (event, samples)
+        return done
+
+    def flush(self) -> list[tuple[float, float]]:
+        if self._pending is None:
+            return []
+        event, n = self._pending
+        self._pending = None
+        event.synchronize()
+        return [(self._lap(), n)]
+
+
+def run_epochs(
+    meter: Meter,
+    loader: Iterable,
+    step: Callable[[Any], float],
+    clock: StepClock,
+    extra: dict[str, Any],
+    pass_samples: float | None = None,
+    max_passes: int = 1000,
+) -> int:
+    """Run `step(batch) -> samples` over the loader until the meter is done.
+
+    A pass over the data is `pass_samples` samples when given (an endless loader), else one run
+    through the loader, which then starts again. Marks phase `cold` for the first pass and `warm`
+    for later ones, and records what the complete first pass read from storage
+    (`cold_read_bytes`, `cold_samples`) and how many passes ran (`epochs`). Returns the steps run.
+    """
+    read_before = tree_counters()["read_bytes"]
+    state = {"samples": 0.0, "passes": 0}
+
+    def pass_done() -> None:
+        state["passes"] += 1
+        if state["passes"] == 1:
+            extra["cold_read_bytes"] = tree_counters()["read_bytes"] - read_before
+            extra["cold_samples"] = state["samples"]
+            meter.mark_phase("warm")
+
+    steps = 0
+    batches_this_run = 0
+    clock.start()
+    meter.mark_phase("cold")
+    for _ in range(max_passes):
+        batches_this_run = 0
+        stopped = False
+        for batch in loader:
+            n = step(batch)
+            state["samples"] += n
+            steps += 1
+            batches_this_run += 1
+            for dt, k in clock.tick(n):
+                meter.step(dt, k)
+            if pass_samples and state["samples"] >= pass_samples * (state["passes"] + 1):
+                pass_done()
+            if meter.done():
+                stopped = True
+                break
+        if stopped or pass_samples or batches_this_run == 0:
+            break
+        pass_done()  # a finite loader ran out: one pass; go again
+    for dt, k in clock.flush():
+        meter.step(dt, k)
+    if pass_samples:
+        extra["epochs"] = state["samples"] / pass_samples
+    else:
+        try:
+            extra["epochs"] = state["passes"] + batches_this_run / len(loader)  # type: ignore[arg-type]
+        except TypeError:
+            pass  # endless, with no pass size: nothing to count
+    return steps
+
+
+def synthetic_batches(make: Callable[[], Any]):
+    """An endless 'loader' that yields the same device-resident batch (input: synthetic)."""
+    batch = make()
+
+    class _Endless:
+        def __iter__(self):
+            while True:
+                yield batch
+
+    return _Endless()
+
+
+def new_meter(spec: Any, cfg: dict[str, Any], warmup: int, device: str) -> Meter:
+    return Meter(
+        warmup_steps=warmup,
+        time_budget_s=spec.time_budget_s,
+        min_steps=int(cfg.get("min_steps", 10)),
+        min_seconds=cfg.get("min_seconds"),
+        spread_target=spec.spread_target,
+        gpu=is_cuda(device),
+    )
+
+
+def framework_versions() -> dict[str, str]:
+    import torch
+
+    out = {"torch": torch.__version__}
+    try:
+        import torchvision
+
+        out["torchvision"] = torchvision.__version__
+    except ImportError:
+        pass
+    try:
+        import PIL
+
+        out["pillow"] = PIL.__version__
+    except ImportError:
+        pass
+    if torch.cuda.is_available():
+        out["cuda"] = str(torch.version.cuda)
+        out["gpu"] = torch.cuda.get_device_name(0)
+    return out
