@@ -204,3 +204,21 @@ def test_bptt_windows_cover_the_stream_with_shifted_targets():
     assert [len(w[1]) for w in windows] == [7, 7, 7, 3]
     for _, x, y in windows:
         assert torch.equal(y, x + 2)  # each target is the next token of its column
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("resnet50-train", "no image folder"),
+        ("resnet50-infer", "no image folder"),
+        ("imagenet-preprocess", "no image folder"),
+        ("ptb-lstm-train", "no ptb.train.txt"),
+    ],
+)
+def test_prepare_names_missing_data(name, message, tmp_path):
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        workloads.get(name).prepare(Spec(workload=name, profile="cpu-small", data_dir=str(tmp_path)))
+
+
+def test_prepare_accepts_synthetic_input_without_data():
+    workloads.get("resnet50-train").prepare(Spec(workload="resnet50-train", config={"input": "synthetic"}))
