@@ -417,7 +417,7 @@ def _fit_workload(name, group, disk_classes, dataset_gib, disk_mbps, do_loo, smo
         notes.append("local-nvme (unthrottled) has no disk bound in the model: no device bandwidth was measured")
 
     v = np.array([p.vcpus for p in real], dtype=float)
-    m = np.array([p.ram_gib for p in real], dtype=float)
+    m = np.array([_cache_ram(p, b_meas, f_meas, d_meas) for p in real], dtype=float)
     bw = np.array([np.nan if bandwidth[p.disk_class] is None else bandwidth[p.disk_class] for p in real], dtype=float)
     y = np.array([p.throughput for p in real], dtype=float)
     throttled = np.isfinite(bw)
@@ -659,6 +659,19 @@ def _fit_with_identifiability(v, m, bw, y, values0, free, notes, pre_notes=None)
     return values, free, problem
 
 
+def _cache_ram(point: Point, b_meas: float | None, f_meas: float | None, d_meas: float | None) -> float:
+    """The RAM a point's page cache effectively had during its measured window.
+
+    Every point starts cold for its dataset, so a window that ended inside the first pass over the
+    data (the worker records `epochs` < 1) read everything from the disk whatever the RAM limit:
+    miss = 1, which is the miss(m) of RAM = footprint. miss(m) itself describes later passes.
+    """
+    epochs = (point.extra or {}).get("epochs")
+    if isinstance(epochs, (int, float)) and epochs < 1 and f_meas is not None and d_meas:
+        return min(point.ram_gib, f_meas)
+    return point.ram_gib
+
+
 def _miss(values, m):
     if values["D"] > 0:
         return np.clip(1.0 - (m - values["F"]) / values["D"], 0.0, 1.0)
@@ -726,7 +739,7 @@ def _assemble(name, unit, values, bandwidth, res, synthetic, real, specs, params
     gpu_bound = 0
     if real:
         v_ = np.array([p.vcpus for p in real], dtype=float)
-        m_ = np.array([p.ram_gib for p in real], dtype=float)
+        m_ = np.array([_cache_ram(p, b_meas, f_meas, d_meas) for p in real], dtype=float)
         bw_ = np.array([np.nan if bandwidth.get(p.disk_class) is None else bandwidth[p.disk_class] for p in real])
         gpu_bound = int(np.sum(_binding(values, v_, m_, bw_) == "gpu"))
     if g_meas:
@@ -810,7 +823,7 @@ def _assemble(name, unit, values, bandwidth, res, synthetic, real, specs, params
     residuals: list[tuple[Point, float]] = []
     if real:
         v = np.array([p.vcpus for p in real], dtype=float)
-        m = np.array([p.ram_gib for p in real], dtype=float)
+        m = np.array([_cache_ram(p, b_meas, f_meas, d_meas) for p in real], dtype=float)
         bw = np.array([np.nan if bandwidth.get(p.disk_class) is None else bandwidth[p.disk_class] for p in real])
         x, _ = _evaluate(in_sample_values, v, m, bw)
         residuals = [(p, float(xi)) for p, xi in zip(real, x)]

@@ -331,3 +331,24 @@ def test_model_accuracy_benchmark_holds_out_shapes_and_levels(tmp_path):
     write_points_csv(points[:12], csv_path)
     assert bench.main(["--input", str(csv_path), "--json"]) == 0
     assert bench.main(["--input", str(tmp_path / "absent.csv")]) == 2
+
+
+def test_a_window_inside_the_first_pass_counts_as_reading_everything_from_disk(disk_classes):
+    """Points start cold: a window that ended within the first pass read every sample from the disk,
+    however much RAM the shape had. The fit must not explain such a disk-bound rate by the CPU."""
+    per_vcpu, b_mb = 200.0, 0.11
+    points = []
+    for v in (4, 8, 16):
+        for disk, cap in (("local-nvme", None), ("standard", 140.0)):
+            rate = per_vcpu * v if cap is None else min(per_vcpu * v, cap / b_mb)
+            points.append(Point("w", v, 31.0, disk, rate, "images/s", read_mb_per_sample=b_mb,
+                                footprint_gib=6.0, dataset_gib=4.6, extra={"epochs": 0.3}))
+    points.append(Point("w", 16, 31.0, "local-nvme", 4700.0, "images/s", input="synthetic"))
+    fit = _fit(points, disk_classes)
+    assert fit.params["per_vcpu"].value == pytest.approx(per_vcpu, rel=0.05)
+    assert fit.loo_median_ape is not None and fit.loo_median_ape < 0.03
+    # the same rates read as steady-state (no pass count) would need a cache miss the RAM rules out
+    for p in points:
+        p.extra = {}
+    steady = _fit(points, disk_classes)
+    assert steady.loo_median_ape > fit.loo_median_ape

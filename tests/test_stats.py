@@ -42,3 +42,25 @@ def test_fewer_steps_than_windows():
     assert stats.window_rates([[0.5, 10, 0]], 5) == [20]
     assert stats.window_rates([[0.5, 10, 1]], 5) == []
     assert math.isinf(stats.relative_spread([0, 0, 1])) or stats.relative_spread([0, 0, 1]) > 0
+
+
+def test_meter_windows_span_whole_loader_rounds():
+    """Batches from W loader workers arrive in bursts of about W: the meter wants at least one whole
+    round of W steps per window before it may stop, and marks a window it had to cut short."""
+    from workloads.measure import Meter
+    from workloads.protocol import Result
+
+    meter = Meter(warmup_steps=0, time_budget_s=3600.0, min_steps=1, min_seconds=0.0, n_windows=5, gpu=False,
+                  round_steps=16)
+    assert meter.min_steps == 80
+    for _ in range(79):
+        meter.step(0.01, 256)
+    assert meter.window_short and not meter.done()
+    meter.step(0.01, 256)
+    assert not meter.window_short and meter.done()
+    short = Meter(warmup_steps=0, time_budget_s=0.0, min_steps=1, n_windows=5, gpu=False, round_steps=16)
+    for _ in range(10):
+        short.step(0.01, 256)
+    assert short.done()  # past the hard stop (budget 0) with at least one step per window
+    result = short.finish(Result(workload="w", framework="f", unit="u/s", profile="cpu-small"), 1)
+    assert result.status == "noisy" and "10 of 80" in result.extra["window_short"]

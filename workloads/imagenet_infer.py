@@ -111,7 +111,7 @@ class ImagenetInfer(Workload):
                 latencies_s.append(time.perf_counter() - t0)
             return float(x.shape[0])
 
-        meter = tc.new_meter(spec, cfg, warmup, device)
+        meter = tc.new_meter(spec, cfg, warmup, device, round_steps=workers if source != "synthetic" else 1)
         with tc.closing_loader(loader):
             tc.run_epochs(meter, loader, step, tc.StepClock(device), extra, pass_samples=len(samples))
             meter.finish(result, spec.vcpus)

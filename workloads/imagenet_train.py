@@ -152,7 +152,7 @@ class ImagenetTrain(Workload):
             (first_losses if len(first_losses) < 5 else last_losses).append(loss.detach())
             return float(y.shape[0])
 
-        meter = tc.new_meter(spec, cfg, warmup, device)
+        meter = tc.new_meter(spec, cfg, warmup, device, round_steps=workers if source != "synthetic" else 1)
         with tc.closing_loader(loader):
             tc.run_epochs(meter, loader, step, tc.StepClock(device), extra, pass_samples=extra.get("dataset_images"))
             meter.finish(result, spec.vcpus)  # while loader workers live: their counters count

@@ -482,8 +482,9 @@ def synthetic_batches(make: Callable[[], Any]):
     return _Endless()
 
 
-def new_meter(spec: Any, cfg: dict[str, Any], warmup: int, device: str) -> Meter:
+def new_meter(spec: Any, cfg: dict[str, Any], warmup: int, device: str, round_steps: int = 1) -> Meter:
     return Meter(
+        round_steps=round_steps,
         warmup_steps=warmup,
         time_budget_s=spec.time_budget_s,
         min_steps=int(cfg.get("min_steps", 10)),
