@@ -35,7 +35,7 @@ $(MXNET_VENV)/.installed:
 	@touch $@
 
 test: install system-deps mxnet-env
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -rs
 
 sweep: install fio
 	$(SIZER) sweep --out $(OUT)

@@ -39,6 +39,9 @@ def test_config_for_merges_overrides_and_refuses_unknown_profile():
         name = "test-config"
         defaults = {"cpu-small": {"batch_size": 8, "lr": 0.1}}
 
+        def run(self, spec):
+            return self.new_result(spec, self.config_for(spec))
+
     spec = Spec(workload="test-config", profile="cpu-small", config={"batch_size": 4})
     assert C().config_for(spec) == {"batch_size": 4, "lr": 0.1}
     with pytest.raises(ValueError, match="no profile"):

@@ -6,6 +6,7 @@ standard library, so a workload can run in another interpreter (the MXNet enviro
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -83,7 +84,7 @@ class Result:
         return cls(**{k: v for k, v in raw.items() if k in names})
 
 
-class Workload:
+class Workload(abc.ABC):
     """One measurable workload. Subclasses set the class attributes and implement `run`.
 
     `defaults[profile]` is the default config for a profile; a spec's `config` overrides it.
@@ -113,8 +114,9 @@ class Workload:
     def prepare(self, spec: Spec) -> None:  # pragma: no cover - default does nothing
         return None
 
+    @abc.abstractmethod
     def run(self, spec: Spec) -> Result:
-        raise NotImplementedError(f"{type(self).__name__}.run")
+        """Measure one point and return its Result."""
 
     def new_result(self, spec: Spec, config: dict[str, Any]) -> Result:
         return Result(
