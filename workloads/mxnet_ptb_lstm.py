@@ -19,21 +19,7 @@ from workloads import torch_common as loop  # framework-free parts: the epoch lo
 from workloads.measure import bottleneck_label
 from workloads.mxnet_inception import CPU_ONLY_REASON, import_mxnet, mxnet_versions
 from workloads.protocol import Result, Spec, Workload, register
-
-EOS = "<eos>"
-LOSS_AVERAGE_STEPS = 5
-
-
-def read_corpus(path: Path) -> tuple[list[int], dict[str, int]]:
-    """Token ids of a PTB-format file and the vocabulary built from it (first occurrence order)."""
-    vocab: dict[str, int] = {}
-    ids: list[int] = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            for word in line.split() + [EOS]:
-                ids.append(vocab.setdefault(word, len(vocab)))
-    return ids, vocab
-
+from workloads.ptb_lstm import LOSS_AVERAGE_STEPS, read_corpus  # torch is imported lazily there
 
 def build_model(mx: Any, vocab_size: int, hidden: int, layers: int, dropout: float, init: float):
     from mxnet import gluon
