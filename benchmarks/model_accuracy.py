@@ -30,6 +30,12 @@ from sizer.model import SYNTHETIC_INPUT, fit_points, group_points  # noqa: E402
 from sizer.points import Point  # noqa: E402
 
 
+def _fit_one(name: str, group: list[Point], table, loo: bool = True):
+    """The fit of one workload group: fitted alone, a group carries its workload's plain name."""
+    fits = fit_points(group, table, loo=loo)
+    return fits.get(name) or (next(iter(fits.values())) if len(fits) == 1 else None)
+
+
 def _errors(name: str, points: list[Point], hold, table) -> list[float]:
     """Absolute percentage errors of held-out points; `hold(p)` gives the group key of a point."""
     usable = [p for p in points if p.usable]
@@ -42,12 +48,11 @@ def _errors(name: str, points: list[Point], hold, table) -> list[float]:
         if len([p for p in train if p.input != SYNTHETIC_INPUT]) < 2:
             continue
         # Held-out shapes are compared with what was measured: on the measured dataset.
-        fits = fit_points(train, table, loo=False)
-        fit = fits.get(name)
+        fit = _fit_one(name, train, table, loo=False)
         if fit is None:
             continue
         for p in test:
-            predicted = fit.predict(p.vcpus, p.ram_gib, fit.disk_mbps(p.disk_class) if p.disk_class in table else None)
+            predicted = fit.predict_measured(p)
             errors.append(abs(predicted.throughput - p.throughput) / p.throughput)
     return errors
 
@@ -56,7 +61,7 @@ def evaluate(points: list[Point]) -> list[dict]:
     table = load_disk_classes()
     rows = []
     for name, group in sorted(group_points(points).items()):
-        fit = fit_points(group, table).get(name)
+        fit = _fit_one(name, group, table)
         if fit is None:
             continue
         methods = {

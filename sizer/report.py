@@ -593,6 +593,7 @@ def _workload_context(name, points, fit, catalog, target, tolerance, disk_classe
     if fit is None:
         ctx.update(
             ceiling=None,
+            ceiling_how=None,
             recommendation=None,
             no_recommendation=f"too few usable points to fit a model ({len(usable)} of {len(points)})",
             knee={"tolerance": tolerance, "by_decode": vcpu_knee(points, None, tolerance), "predicted_vcpus": None},
@@ -635,8 +636,11 @@ def _workload_context(name, points, fit, catalog, target, tolerance, disk_classe
     slowest_ok.sort(key=lambda d: math.inf if d["disk_mbps"] is None else d["disk_mbps"])
     residuals = _residual_map(fit)
     fitted = list(fit.residuals or [])
+    g_param = fit.params.get("gpu_ceiling")
     ctx.update(
         ceiling=ceiling,
+        ceiling_how=("measured with input already on the GPU" if g_param is not None and g_param.source == "measured"
+                     else "fitted: the level the measured points reach"),
         recommendation=recommendation,
         no_recommendation=why_none if chosen is None else None,
         knee={

@@ -164,7 +164,8 @@ class PlannedPoint:
 
     def label(self) -> str:
         extra = " (ceiling: synthetic input)" if self.ceiling else ""
-        return f"{self.workload} @ {self.shape.label()}{extra}"
+        settings = "" if self.ceiling or not self.config else " (" + ", ".join(f"{k}={self.config[k]}" for k in sorted(self.config)) + ")"
+        return f"{self.workload}{settings} @ {self.shape.label()}{extra}"
 
 
 def wants_ceiling(workload_name: str, dataset: str, inputs: tuple[str, ...] | None = None) -> bool:
@@ -179,7 +180,7 @@ def wants_ceiling(workload_name: str, dataset: str, inputs: tuple[str, ...] | No
 
 
 def build_plan(
-    workloads: list[tuple[str, str]] | list[tuple[str, str, tuple[str, ...] | None]],
+    workloads: list[tuple],
     vcpus: list[int],
     ram_gib: list[float],
     disks: list[str],
@@ -187,9 +188,11 @@ def build_plan(
     config: dict[str, Any] | None = None,
     ceiling: bool = True,
 ) -> list[PlannedPoint]:
-    """workloads x shapes, in a stable order (workload, disk, RAM, vCPUs), plus one ceiling point
+    """workloads x shapes, in a stable order (workload, disk, RAM, vCPUs), after one ceiling point
     (input=synthetic at the largest vCPU count and RAM) per image workload that takes synthetic input
-    (see `wants_ceiling`). `workloads` holds (name, dataset) or (name, dataset, inputs) tuples."""
+    (see `wants_ceiling`). `workloads` holds (name, dataset[, inputs[, variant]]) tuples: `variant`
+    is a config override of that entry alone (e.g. {"decode": "gpu"}), on top of `config`. Variants of
+    one workload share its ceiling point: input already in memory skips what a variant changes."""
     if not workloads or not vcpus or not ram_gib or not disks:
         raise SizerError("empty plan: give at least one workload, vCPU count, RAM size and disk class")
     vcpus = sorted(set(vcpus))
@@ -197,20 +200,27 @@ def build_plan(
     disks = list(dict.fromkeys(disks))
     base_config = dict(config or {})
     points: list[PlannedPoint] = []
+    with_ceiling: set[str] = set()
     for entry in workloads:
         name, dataset = entry[0], entry[1]
         inputs = entry[2] if len(entry) > 2 else None
-        for disk in disks:
-            for ram in ram_gib:
-                for v in vcpus:
-                    points.append(PlannedPoint(name, profile, InstanceShape(v, ram, disk), dict(base_config)))
-        if ceiling and wants_ceiling(name, dataset, inputs) and base_config.get("input") != "synthetic":
+        variant = dict(entry[3]) if len(entry) > 3 and entry[3] else {}
+        point_config = dict(base_config, **variant)
+        # The ceiling first: the shortest point, and the one every other point is judged against,
+        # so a sweep cut short still has it.
+        if (ceiling and name not in with_ceiling and wants_ceiling(name, dataset, inputs)
+                and point_config.get("input") != "synthetic"):
+            with_ceiling.add(name)
             disk = "local-nvme" if "local-nvme" in disks else disks[0]
             cfg = dict(base_config, input="synthetic")
             points.append(PlannedPoint(name, profile, InstanceShape(max(vcpus), max(ram_gib), disk), cfg, ceiling=True))
+        for disk in disks:
+            for ram in ram_gib:
+                for v in vcpus:
+                    points.append(PlannedPoint(name, profile, InstanceShape(v, ram, disk), dict(point_config)))
     keys = [p.key for p in points]
-    if len(keys) != len(set(keys)):  # pragma: no cover - guarded by the de-duplication above
-        raise SizerError("the plan has duplicate points")
+    if len(keys) != len(set(keys)):
+        raise SizerError("the plan has duplicate points (a workload listed twice with the same settings?)")
     return points
 
 

@@ -192,6 +192,13 @@ class Store:
         ).fetchone()
         return int(row[0]) if row else None
 
+    def sweep_host(self, sweep_id: int) -> tuple[int, dict[str, Any]] | None:
+        """(host id, host info) of a sweep."""
+        row = self.conn.execute(
+            "SELECT h.id, h.info FROM sweeps s JOIN hosts h ON h.id = s.host_id WHERE s.id=?", (sweep_id,)
+        ).fetchone()
+        return (int(row[0]), json.loads(row[1])) if row else None
+
     def sweeps(self) -> list[SweepRow]:
         rows = self.conn.execute(
             "SELECT s.*, h.info AS host FROM sweeps s JOIN hosts h ON h.id = s.host_id ORDER BY s.id"
@@ -214,6 +221,51 @@ class Store:
     def latest_sweep(self) -> SweepRow | None:
         all_sweeps = self.sweeps()
         return all_sweeps[-1] if all_sweeps else None
+
+    def merge_from(self, other: "Store") -> dict[str, int]:
+        """Copy every host, sweep, point and raw sample of `other` into this store (new ids; a
+        host already here by fingerprint is reused). A sweep already copied (same host, plan and
+        start time) is skipped, so merging twice adds nothing. One transaction: all or nothing."""
+        copied = {"sweeps": 0, "points": 0, "skipped_sweeps": 0}
+        with self.conn:
+            host_ids: dict[int, int] = {}
+            for row in other.conn.execute("SELECT * FROM hosts ORDER BY id"):
+                found = self.conn.execute("SELECT id FROM hosts WHERE fingerprint=?", (row["fingerprint"],)).fetchone()
+                if found is None:
+                    found = (self.conn.execute(
+                        "INSERT INTO hosts(fingerprint, info, created) VALUES(?,?,?)",
+                        (row["fingerprint"], row["info"], row["created"]),
+                    ).lastrowid,)
+                host_ids[int(row["id"])] = int(found[0])
+            for sweep in other.conn.execute("SELECT * FROM sweeps ORDER BY id"):
+                host_id = host_ids[int(sweep["host_id"])]
+                if self.conn.execute(
+                    "SELECT 1 FROM sweeps WHERE host_id=? AND plan_hash=? AND started=?",
+                    (host_id, sweep["plan_hash"], sweep["started"]),
+                ).fetchone():
+                    copied["skipped_sweeps"] += 1
+                    continue
+                sweep_id = self.conn.execute(
+                    "INSERT INTO sweeps(host_id, plan_hash, command, config, calibration, started, finished)"
+                    " VALUES(?,?,?,?,?,?,?)",
+                    (host_id, sweep["plan_hash"], sweep["command"], sweep["config"], sweep["calibration"],
+                     sweep["started"], sweep["finished"]),
+                ).lastrowid
+                copied["sweeps"] += 1
+                columns = ("key, workload, profile, vcpus, ram_gib, disk_class, status, throughput, unit, spread,"
+                           " bottleneck, enforced, result, started, finished")
+                for point in other.conn.execute(f"SELECT id, {columns} FROM points WHERE sweep_id=? ORDER BY id", (sweep["id"],)):
+                    point_id = self.conn.execute(
+                        f"INSERT INTO points(sweep_id, {columns}) VALUES({','.join('?' * 16)})",
+                        (sweep_id, *tuple(point)[1:]),
+                    ).lastrowid
+                    self.conn.executemany(
+                        "INSERT INTO samples(point_id, idx, seconds, samples, warmup) VALUES(?,?,?,?,?)",
+                        [(point_id, *tuple(r)) for r in other.conn.execute(
+                            "SELECT idx, seconds, samples, warmup FROM samples WHERE point_id=? ORDER BY idx", (point["id"],))],
+                    )
+                    copied["points"] += 1
+        return copied
 
     # ------------------------------------------------------------------ points
     def add_point(

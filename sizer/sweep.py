@@ -45,10 +45,13 @@ from sizer.shapes import (
     round_up_gib,
     select_cpus,
 )
-from sizer.units import GIB
+from sizer.units import GIB, parse_setting
 from workloads.protocol import PROFILES, Result, Spec, Workload
 
 DEFAULT_WORKLOADS = ("resnet50-train", "resnet50-infer", "imagenet-preprocess", "ptb-lstm-train")
+# On a GPU host the training workload also runs with JPEG decoding on the GPU (nvjpeg): the other
+# answer to "how many vCPUs does this GPU need".
+GPU_EXTRA_WORKLOADS = ("resnet50-train:decode=gpu",)
 DEFAULT_VCPUS = (1, 2)
 DEFAULT_DISKS = ("local-nvme", "standard")
 DEFAULT_OUT = Path("results")
@@ -56,9 +59,11 @@ STORE_NAME = "sizer.sqlite"
 CALIBRATION_WORKLOAD = "cpu-calibrate"
 GENERATED_DATASETS = ("imagenet", "ptb")
 
-# Per-point time budgets (Spec.time_budget_s): the measured part of a point. The default grid on a
-# 2-core host without a GPU (16 points + 2 ceilings + calibration) must finish well inside 15 min.
-TIME_BUDGET_S = {"cpu-small": 12.0, "gpu": 60.0}
+# Per-point time budgets (Spec.time_budget_s): warm-up and the measured window of a point. The
+# default grid on a 2-core host without a GPU (16 points + 2 ceilings + calibration) must finish
+# well inside 15 min; on a GPU host a point (with about 12 s to start a PyTorch worker) should take
+# under a minute, so a 150-point grid fits a few hours.
+TIME_BUDGET_S = {"cpu-small": 12.0, "gpu": 18.0}
 CALIBRATION_BUDGET_S = {"cpu-small": 8.0, "gpu": 20.0}
 # Seconds a worker needs before its first step (interpreter, framework import, model build).
 STARTUP_S = {"pytorch": 8.0, "mxnet": 6.0, "pillow": 3.0, "python": 1.0}
@@ -97,6 +102,7 @@ class SweepOptions:
     ceiling: bool = True
     limits: str | None = None  # limit backend: auto, cgroup-v2, cgroup-v1, affinity
     lock_path: Path | None = None
+    max_seconds: float | None = None  # start no point that would end past this many seconds (a slice)
     command: str = ""
     report: bool = True
 
@@ -198,15 +204,38 @@ def default_ram_gib(profile: str, datasets: list[str], host_ram: int) -> float:
     return min(wanted, room)
 
 
+def parse_workload_entry(entry: str) -> tuple[str, dict[str, Any]]:
+    """'resnet50-train' -> ('resnet50-train', {}); 'resnet50-train:decode=gpu[:key=value...]' ->
+    ('resnet50-train', {'decode': 'gpu'}): settings of that entry alone, on top of --set."""
+    name, *settings = entry.strip().split(":")
+    variant = dict(parse_setting(item, f"workload {entry.strip()!r}") for item in settings)
+    return name.strip(), variant
+
+
+def default_workloads(profile: str) -> tuple[str, ...]:
+    return DEFAULT_WORKLOADS + (GPU_EXTRA_WORKLOADS if profile == "gpu" else ())
+
+
+def _check_variant(name: str, cls: type[Workload], profile: str, variant: dict[str, Any]) -> None:
+    known = cls.defaults.get(profile, {})
+    unknown = sorted(k for k in variant if k not in known)
+    if unknown:
+        raise SizerError(f"workload {name} has no setting {unknown[0]!r} (has: {', '.join(sorted(known))})")
+
+
 def plan_sweep(opts: SweepOptions) -> SweepPlan:
     """Everything checked, nothing run: the points, the host's CPUs and the limit backend."""
     profile = resolve_profile(opts.profile)
-    names = list(dict.fromkeys(opts.workloads or DEFAULT_WORKLOADS))
+    entries = list(dict.fromkeys(e.strip() for e in (opts.workloads or default_workloads(profile))))
+    parsed = [parse_workload_entry(e) for e in entries]
+    names = list(dict.fromkeys(name for name, _ in parsed))
     classes = load_workload_classes(names)
     for name, cls in classes.items():
         if profile not in cls.defaults:
             raise SizerError(f"workload {name} has no profile {profile!r} (has {', '.join(sorted(cls.defaults))})")
         interpreter_for(cls.interpreter)  # a missing MXNet environment is refused now, not mid-sweep
+    for name, variant in parsed:
+        _check_variant(name, classes[name], profile, variant)
     disk_table = load_disk_classes(opts.disk_classes_file)
     disks = list(dict.fromkeys(opts.disks or DEFAULT_DISKS))
     for d in disks:
@@ -251,11 +280,11 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     budget = float(opts.time_budget_s if opts.time_budget_s is not None else TIME_BUDGET_S.get(profile, 30.0))
     if budget <= 0:
         raise SizerError(f"time budget must be positive, got {budget:g}")
-    pairs = [(n, classes[n].dataset, getattr(classes[n], "inputs", None)) for n in names]
+    pairs = [(n, classes[n].dataset, getattr(classes[n], "inputs", None), variant) for n, variant in parsed]
     points = build_plan(pairs, vcpus, ram_gib, disks, profile, config=opts.config, ceiling=opts.ceiling)
     store = Path(opts.store) if opts.store else (Path(opts.out_dir or DEFAULT_OUT) / STORE_NAME)
     config = {
-        "workloads": names,
+        "workloads": entries,
         "vcpus": vcpus,
         "ram_gib": ram_gib,
         "disks": disks,
@@ -411,6 +440,10 @@ def measure_point(
         run = run_point(spec, group, interpreter=cls.interpreter, unit=cls.unit, framework=cls.framework,
                         should_stop=STOP.is_set)
     result = run.result
+    if not result.config:
+        # A worker killed before it answered (oom, timeout) reports no settings: the planned ones
+        # keep the point in its workload variant (e.g. decode=gpu) for the fit and the report.
+        result.config = {**cls.defaults.get(point.profile, {}), **point.config}
     result.extra.setdefault("shape", point.shape.as_dict())
     result.extra["cpus"] = list(request.cpus)
     if evicted is not None:
@@ -575,7 +608,23 @@ def calibrate(plan: SweepPlan, datasets: dict[str, Dataset]) -> dict[str, Any]:
     }
     if r.status in ("ok", "noisy") and r.throughput > 0:
         calibration["ips_per_vcpu"] = r.throughput
+        busy = max((p.shape.vcpus for p in plan.points), default=1)
+        if busy > 1:
+            calibration.update(_loaded_calibration(plan, datasets, shape, busy))
     return calibration
+
+
+def _loaded_calibration(plan: SweepPlan, datasets: dict[str, Dataset], alone: InstanceShape, vcpus: int) -> dict[str, Any]:
+    """The same rate with the plan's largest vCPU count all decoding at once (see cpu-calibrate):
+    what each vCPU of a loader with one worker per vCPU can give."""
+    shape = InstanceShape(vcpus, alone.ram_gib, alone.disk_class)
+    point = PlannedPoint(CALIBRATION_WORKLOAD, plan.profile, shape, {"parallel": vcpus})
+    run = measure_point(plan, point, datasets, memory_limit=False, time_budget_s=CALIBRATION_BUDGET_S.get(plan.profile, 10.0))
+    loaded = run.result.extra.get("rate_per_vcpu_loaded")
+    if run.result.status not in ("ok", "noisy") or not isinstance(loaded, (int, float)) or loaded <= 0:
+        return {"loaded_status": run.result.status, "loaded_error": run.result.error}
+    return {"ips_per_vcpu_loaded": float(loaded), "loaded_vcpus": int(run.result.extra.get("parallel", vcpus)),
+            "loaded_spread": run.result.spread}
 
 
 def _stored_summary(point: PlannedPoint, row: Any) -> dict[str, Any]:
@@ -612,6 +661,7 @@ def dry_run_summary(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any]:
         "profile": plan.profile,
         "points": [
             {"key": p.key, "workload": p.workload, **p.shape.as_dict(), "ceiling": p.ceiling,
+             "settings": "" if p.ceiling else ", ".join(f"{k}={v}" for k, v in sorted(p.config.items())),
              "estimated_s": round(plan.estimate_point_s(p), 1)}
             for p in plan.points
         ],
@@ -645,6 +695,7 @@ def run_sweep(
             plan.notes.append(f"no {CALIBRATION_WORKLOAD} workload installed: this sweep has no calibration")
 
     summary: dict[str, Any] = {"profile": plan.profile, "points": [], "notes": plan.notes}
+    started = time.monotonic()
     with HostLock(opts.lock_path), stop_on_signals():
         summary["leftovers_removed"] = cleanup_leftovers()
         plan.data_dir.mkdir(parents=True, exist_ok=True)
@@ -654,6 +705,8 @@ def run_sweep(
             host_id = store.upsert_host(host)
             sweep_id = store.resumable_sweep(plan.config) if opts.resume else None
             resumed = sweep_id is not None
+            if resumed:
+                _check_same_host(store, sweep_id, host_id, host, plan.store)
             if sweep_id is None:
                 sweep_id = store.start_sweep(host_id, opts.command, plan.config)
             done = store.point_keys(sweep_id)
@@ -666,6 +719,12 @@ def run_sweep(
 
             existing = next((s.calibration for s in store.sweeps() if s.id == sweep_id), {})
             need_calibration = opts.calibrate and not existing and CALIBRATION_WORKLOAD in plan.classes
+            if need_calibration:
+                reused = _calibration_of_host(store, host_id, plan)
+                if reused:
+                    existing, need_calibration = reused, False
+                    store.set_calibration(sweep_id, existing)
+                    plan.notes.append(f"calibration taken from sweep {reused['from_sweep']} of this host (same CPUs)")
             kinds = list(plan.datasets)
             if need_calibration and plan.classes[CALIBRATION_WORKLOAD].dataset:
                 kinds = sorted(set(kinds) | {plan.classes[CALIBRATION_WORKLOAD].dataset})
@@ -679,11 +738,16 @@ def run_sweep(
             estimate = plan.estimate_point_s(todo[0]) if todo else 0.0
             with SweepProgress(len(plan.points), estimate, enabled=progress) as bar:
                 completed = summary["skipped"]
+                walls: list[float] = []
+                left = 0
                 for point in plan.points:
                     if point.key in done:
                         summary["points"].append(_stored_summary(point, stored.get(point.key)))
                         continue
                     check_stop()
+                    if left or _past_deadline(opts.max_seconds, started, walls, plan.estimate_point_s(point)):
+                        left += 1
+                        continue
                     index = completed + 1
                     bar.start(index, point.label(), completed)
                     t0 = time.monotonic()
@@ -691,6 +755,7 @@ def run_sweep(
                     store.add_point(sweep_id, point.key, point.shape.as_dict(), run.result, run.enforced, run.started)
                     completed += 1
                     elapsed = time.monotonic() - t0
+                    walls.append(elapsed)
                     bar.finish(completed, elapsed)
                     row = _point_summary(point, run.result, run.wall_s, skipped=False)
                     summary["points"].append(row)
@@ -698,7 +763,11 @@ def run_sweep(
                         on_point(row)
                     if run.result.status not in ("ok", "noisy"):
                         bar.note(f"[yellow]{point.label()}: {run.result.status}[/] {row['error']}")
-            store.finish_sweep(sweep_id)
+            if left:
+                summary["left"] = left
+                plan.notes.append(f"stopped at the time limit with {left} point(s) to go: the same command with --resume goes on")
+            else:
+                store.finish_sweep(sweep_id)
             try:
                 summary["outputs"] = _write_outputs(store, sweep_id, opts) if opts.report else {}
             except ImportError as exc:  # the report's own dependencies missing: the points are stored anyway
@@ -708,6 +777,44 @@ def run_sweep(
             store.close()
     summary["statuses"] = _count_statuses(summary["points"])
     return summary
+
+
+def _past_deadline(max_seconds: float | None, started: float, walls: list[float], estimate: float) -> bool:
+    """Would the next point end past the slice's limit? Its length: the longest point so far in
+    this run, else the plan's estimate."""
+    if max_seconds is None:
+        return False
+    expected = max(walls) if walls else estimate
+    return time.monotonic() - started + expected > max_seconds
+
+
+def _calibration_of_host(store: Any, host_id: int, plan: SweepPlan) -> dict[str, Any] | None:
+    """The newest usable calibration that another sweep of this very host stored, covering this
+    plan's largest vCPU count with its loaded figure: the CPUs have not changed, measuring again
+    costs half a minute per sweep."""
+    busy = max((p.shape.vcpus for p in plan.points), default=1)
+    for row in reversed(store.sweeps()):
+        cal = row.calibration or {}
+        if row.host_id != host_id or not cal.get("ips_per_vcpu"):
+            continue
+        if busy > 1 and int(cal.get("loaded_vcpus") or 0) < busy:
+            continue
+        return dict(cal, from_sweep=row.id)
+    return None
+
+
+def _check_same_host(store: Any, sweep_id: int, host_id: int, host: dict[str, Any], path: Path) -> None:
+    """A sweep is one host's: points of two machines (even of one kind: their per-vCPU calibrations
+    differed by up to 50% on one cloud's GPU hosts) do not belong in one fit."""
+    found = store.sweep_host(sweep_id)
+    if found is None or found[0] == host_id:
+        return
+    then = found[1]
+    raise SizerError(
+        f"sweep {sweep_id} in {path} was measured on host {then.get('hostname')!r} ({then.get('cpu_model')}), "
+        f"this is {host.get('hostname')!r} ({host.get('cpu_model')}): a sweep cannot span two machines; "
+        "run without --resume to start a new sweep in this store, or give another --store"
+    )
 
 
 def _count_statuses(rows: list[dict[str, Any]]) -> dict[str, int]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from sizer.errors import SizerError
 
@@ -49,3 +51,26 @@ def format_bytes(n: float) -> str:
         if abs(n) >= factor:
             return f"{n / factor:.1f} {unit}"
     return f"{n:.0f} B"
+
+
+def parse_setting(item: str, what: str) -> tuple[str, Any]:
+    """'key=value' -> (key, value); the value is read as JSON where it parses (8, 0.5, true), else text."""
+    key, sep, value = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise SizerError(f"{what} wants key=value, got {item!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str, what: str) -> float:
+    """'90', '90s', '9m', '1.5h' -> seconds (a bare number is seconds)."""
+    match = _DURATION.match(text)
+    if not match or float(match.group(1)) <= 0:
+        raise SizerError(f"{what}: cannot read {text!r} as a duration (e.g. 540, 540s, 9m, 1h)")
+    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[(match.group(2) or "s").lower()]

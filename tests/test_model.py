@@ -240,7 +240,7 @@ def test_unthrottled_device_bandwidth_from_points(disk_classes):
     assert fio.params["disk_ssd_mbps"].value == 250.0 and fio.params["disk_ssd_mbps"].source == "fio"
 
 
-def test_variants_are_fitted_apart_and_share_the_gpu_point(disk_classes):
+def test_variants_are_fitted_apart_and_only_cpu_decoding_gets_the_gpu_point(disk_classes):
     cpu = simulate_points("resnet50-train", TRUTH, (1, 2, 4, 8), DISKS, RAMS, seed=0, synthetic=True)
     gpu = simulate_points("resnet50-train", dict(TRUTH, per_vcpu=4000.0), (1, 2, 4, 8), DISKS, RAMS, seed=1,
                           synthetic=False)
@@ -250,10 +250,14 @@ def test_variants_are_fitted_apart_and_share_the_gpu_point(disk_classes):
         p.decode = "gpu"
     groups = group_points(cpu + gpu)
     assert set(groups) == {"resnet50-train[decode=cpu]", "resnet50-train[decode=gpu]"}
-    assert all(any(p.input == "synthetic" for p in g) for g in groups.values())
+    # GPU decoding takes GPU time: input already on the device does not bound it, its own points do.
+    assert any(p.input == "synthetic" for p in groups["resnet50-train[decode=cpu]"])
+    assert not any(p.input == "synthetic" for p in groups["resnet50-train[decode=gpu]"])
     fits = fit_points(cpu + gpu, disk_classes)
     assert fits["resnet50-train[decode=gpu]"].predict(2, 48.0, None).throughput > \
         fits["resnet50-train[decode=cpu]"].predict(2, 48.0, None).throughput
+    assert fits["resnet50-train[decode=cpu]"].params["gpu_ceiling"].source == "measured"
+    assert fits["resnet50-train[decode=gpu]"].params["gpu_ceiling"].source != "measured"
 
 
 def test_smooth_minimum_is_chosen_only_when_it_predicts_better(disk_classes):
@@ -352,3 +356,16 @@ def test_a_window_inside_the_first_pass_counts_as_reading_everything_from_disk(d
         p.extra = {}
     steady = _fit(points, disk_classes)
     assert steady.loo_median_ape > fit.loo_median_ape
+
+
+def test_a_first_pass_point_is_predicted_as_measured_reading_everything_from_disk(disk_classes):
+    fit = _fit(simulate_points("w", TRUTH, (1, 2, 4, 8), DISKS, RAMS, seed=0), disk_classes)
+    held_out = Point(workload="w", vcpus=8, ram_gib=48.0, disk_class="standard", throughput=1.0, unit="images/s",
+                     status="ok", extra={"epochs": 0.4})
+    steady = fit.predict(8, 48.0, fit.disk_mbps("standard"))
+    cold = fit.predict_measured(held_out)
+    bytes_per_sample = fit.value("bytes_per_sample")
+    assert cold.throughput == pytest.approx(min(steady.throughput, 140.0 / bytes_per_sample), rel=1e-6)
+    assert cold.throughput < steady.throughput  # a later pass finds the dataset in the page cache
+    held_out.extra["epochs"] = 2.0
+    assert fit.predict_measured(held_out).throughput == pytest.approx(steady.throughput)

@@ -9,7 +9,9 @@ scales to the other's CPU model. Both profiles run the same measurement: it desc
 
 from __future__ import annotations
 
+import contextlib
 import os
+from typing import Any, Iterator
 
 from workloads import torch_common as tc
 from workloads.measure import bottleneck_label
@@ -26,7 +28,8 @@ class CpuCalibrate(Workload):
     description = "One vCPU's JPEG decode + RandomResizedCrop(224) + flip rate on fixed generated images"
     dataset = ""
     stresses = "CPU (one vCPU)"
-    _common = {"images": 48, "batch": 8, "image_size": 224, "seed": CALIBRATION_SEED, "warmup_steps": 2, "pin": True}
+    _common = {"images": 48, "batch": 8, "image_size": 224, "seed": CALIBRATION_SEED, "warmup_steps": 2, "pin": True,
+               "parallel": 1}
     defaults = {"gpu": dict(_common), "cpu-small": dict(_common)}
 
     def run(self, spec: Spec) -> Result:
@@ -40,8 +43,15 @@ class CpuCalibrate(Workload):
         if cfg.get("pin", True):
             os.sched_setaffinity(0, {allowed[0]})  # one vCPU, whatever the shape allows
         torch.set_num_threads(1)
+        neighbours = allowed[1 : max(1, min(int(cfg.get("parallel", 1)), len(allowed)))] if cfg.get("pin", True) else []
         try:
-            self._measure(spec, cfg, result)
+            with _busy_neighbours(neighbours, cfg) as rates:
+                self._measure(spec, cfg, result)
+            if neighbours:
+                result.extra["parallel"] = 1 + len(neighbours)
+                result.extra["neighbour_rates"] = list(rates)
+                all_rates = [result.throughput, *rates]
+                result.extra["rate_per_vcpu_loaded"] = sum(all_rates) / len(all_rates)
         finally:  # a worker is a fresh process, but an in-process caller gets its CPUs back
             os.sched_setaffinity(0, allowed)
             torch.set_num_threads(threads)
@@ -56,10 +66,8 @@ class CpuCalibrate(Workload):
     def _measure(self, spec: Spec, cfg: dict, result: Result) -> None:
         import torch
 
-        from workloads.synth import synth_jpeg
-
         torch.manual_seed(spec.seed)
-        images = [synth_jpeg(int(cfg["seed"]), i) for i in range(int(cfg["images"]))]
+        images = _calibration_images(cfg)
         transform = tc.train_transform(int(cfg["image_size"]))
         batch = max(1, int(cfg["batch"]))
 
@@ -78,3 +86,58 @@ class CpuCalibrate(Workload):
         tc.run_epochs(meter, batches(), step, tc.StepClock("cpu"), {})
         meter.finish(result, 1)
         result.extra["images_bytes"] = sum(len(d) for d in images)
+
+
+def _calibration_images(cfg: dict) -> list[bytes]:
+    from workloads.synth import synth_jpeg
+
+    return [synth_jpeg(int(cfg["seed"]), i) for i in range(int(cfg["images"]))]
+
+
+def _decode_until(cpu: int, cfg: dict, stop: Any, out: Any) -> None:
+    """A neighbour: the calibration loop pinned to `cpu` until `stop` is set; puts its images/s."""
+    import time
+
+    import torch
+
+    os.sched_setaffinity(0, {cpu})
+    torch.set_num_threads(1)
+    images = _calibration_images(cfg)
+    transform = tc.train_transform(int(cfg["image_size"]))
+    done, i = 0, 0
+    t0 = time.perf_counter()
+    while not stop.is_set():
+        transform(tc.decode_rgb(images[i % len(images)]))
+        i += 1
+        done += 1
+    out.put(done / (time.perf_counter() - t0))
+
+
+@contextlib.contextmanager
+def _busy_neighbours(cpus: list[int], cfg: dict) -> Iterator[list[float]]:
+    """Run the calibration loop on `cpus` (one process each) for the duration of the block; the
+    list it yields is filled with their images/s when the block ends."""
+    rates: list[float] = []
+    if not cpus:
+        yield rates
+        return
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    stop, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_decode_until, args=(cpu, cfg, stop, out), daemon=True) for cpu in cpus]
+    for proc in procs:
+        proc.start()
+    try:
+        yield rates
+    finally:
+        stop.set()
+        for _ in procs:
+            try:
+                rates.append(float(out.get(timeout=30)))
+            except Exception:  # a neighbour that died leaves its rate out; the others still count
+                break
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()

@@ -249,7 +249,8 @@ class Meter:
     ):
         self.warmup_steps = max(0, int(warmup_steps))
         self.time_budget_s = float(time_budget_s)
-        self.min_steps = max(int(min_steps), n_windows * max(1, int(round_steps)))
+        self.round_steps = max(1, int(round_steps))
+        self.min_steps = max(int(min_steps), n_windows * self.round_steps)
         self.min_seconds = float(min_seconds if min_seconds is not None else time_budget_s / 3)
         self.n_windows = n_windows
         self.spread_target = spread_target
@@ -300,14 +301,14 @@ class Meter:
             return True
         if self._measured_s < self.min_seconds:
             return False
-        _, spread, _ = stats.summarize(self.steps, self.n_windows)
+        _, spread, _ = stats.summarize(self.steps, self.n_windows, self.round_steps)
         return spread <= self.spread_target or self.elapsed() >= self.time_budget_s
 
     def finish(self, result: Result, vcpus: int) -> Result:
         """Fill the result's figures and counters from the measured window."""
         wall = (time.perf_counter() - self._t_measure) if self._t_measure else 0.0
         after = tree_counters()
-        throughput, spread, rates = stats.summarize(self.steps, self.n_windows)
+        throughput, spread, rates = stats.summarize(self.steps, self.n_windows, self.round_steps)
         result.throughput = throughput
         result.spread = spread
         result.window_rates = rates

@@ -13,22 +13,12 @@ from rich.table import Table
 
 from sizer.console import console, emit, err_console
 from sizer.errors import SizerError
-from sizer.units import format_bytes, parse_int_list, parse_size, parse_str_list
+from sizer.units import format_bytes, parse_duration, parse_int_list, parse_setting, parse_size, parse_str_list
 
 
 def parse_set(items: list[str] | None) -> dict[str, Any]:
     """--set key=value (repeatable): the value is read as JSON where it parses (8, 0.5, true), else text."""
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise SizerError(f"--set wants key=value, got {item!r}")
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
-    return out
+    return dict(parse_setting(item, "--set") for item in items or [])
 
 
 def _fmt_rate(value: Any) -> str:
@@ -113,7 +103,7 @@ def render_dry_run(data: dict[str, Any]) -> None:
     for column in ("#", "workload", "vCPUs", "RAM GiB", "disk", "est. s"):
         table.add_column(column, justify="left" if column in ("workload", "disk") else "right")
     for i, p in enumerate(data["points"], 1):
-        name = p["workload"] + (" (synthetic input)" if p["ceiling"] else "")
+        name = p["workload"] + (" (synthetic input)" if p["ceiling"] else "") + (f" ({p['settings']})" if p.get("settings") else "")
         table.add_row(str(i), name, str(p["vcpus"]), f"{p['ram_gib']:g}", p["disk_class"], f"{p['estimated_s']:.0f}")
     console.print(table)
     from sizer.sweep import format_duration
@@ -160,7 +150,7 @@ def render_sweep(data: dict[str, Any]) -> None:
 
 
 def sweep(
-    workloads: Annotated[Optional[str], typer.Option("--workloads", help="Comma-separated workloads (default: the four of the study).")] = None,
+    workloads: Annotated[Optional[str], typer.Option("--workloads", help="Comma-separated workloads, each optionally with settings of its own as name:key=value[:key=value] (e.g. resnet50-train:decode=gpu). Default: the four of the study, plus resnet50-train:decode=gpu on a GPU.")] = None,
     vcpus: Annotated[Optional[str], typer.Option("--vcpus", help="vCPU counts, e.g. 1,2,4,8 (default: 1,2 up to the host's threads).")] = None,
     ram: Annotated[Optional[str], typer.Option("--ram", help="RAM sizes, e.g. 4G,8G (default: one level that caches the dataset).")] = None,
     disks: Annotated[Optional[str], typer.Option("--disks", help="Disk classes, e.g. local-nvme,ssd,standard.")] = None,
@@ -176,6 +166,7 @@ def sweep(
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Workload config override key=value for every point (repeatable).")] = None,
     no_calibrate: Annotated[bool, typer.Option("--no-calibrate", help="Skip the per-vCPU calibration (results then cannot be scaled to another CPU model).")] = False,
     limits: Annotated[Optional[str], typer.Option("--limits", help="Limit backend: auto, cgroup-v2, cgroup-v1, affinity.")] = None,
+    max_time: Annotated[Optional[str], typer.Option("--max-time", help="Start no point that would end later than this after the start (e.g. 9m, 540s): a slice of a longer sweep, continued with --resume.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Measure workloads x instance shapes under real limits, point by point, and write the report.
@@ -184,7 +175,11 @@ def sweep(
     (memory limit, page cache included) and disk class (block-I/O throttle), starting cold for
     its dataset. Points are committed as they finish: after Ctrl-C or a crash, --resume goes on.
 
-    Example: sizer sweep --workloads resnet50-train --vcpus 1,2,4 --ram 8G --disks local-nvme,standard
+    Examples:
+
+      sizer sweep --workloads resnet50-train --vcpus 1,2,4 --ram 8G --disks local-nvme,standard
+
+      sizer sweep --workloads resnet50-train,resnet50-train:decode=gpu --vcpus 2,4,8,16 --ram 8G,32G
     """
     from sizer.sweep import SweepOptions, run_sweep
 
@@ -205,6 +200,7 @@ def sweep(
         time_budget_s=budget,
         calibrate=not no_calibrate,
         limits=limits,
+        max_seconds=parse_duration(max_time, "--max-time") if max_time else None,
         command=_command_line(),
     )
     if opts.workloads is not None and not opts.workloads:

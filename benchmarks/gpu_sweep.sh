@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The full sweep on a GPU host, in slices: vCPU {2,4,8,12,16} x disk class {local-nvme, ssd,
+# standard} x RAM {8G: cannot hold the 5.5 GB dataset beside the workload, 32G: holds it} for
+# resnet50-train (JPEG decoding on CPU workers, and on the GPU with nvjpeg), resnet50-infer,
+# imagenet-preprocess and ptb-lstm-train. One sweep per workload, all in one store.
+#
+# Each run stops starting points SLICE (default 9m) after it began (`sizer sweep --max-time`), and
+# the next run goes on where it stopped (`--resume`): run it again until it prints "complete".
+# A sweep never spans two machines (sizer refuses to resume one on another host).
+#
+# usage: bash benchmarks/gpu_sweep.sh [workload entries...]   (default: all five)
+# env:   RUNS (store and per-workload reports; default ./gpu-runs), OUT (copies for the caller),
+#        SIZER_DATA (datasets, on the disk to throttle; default /root/sizer-data), SLICE, GPU
+set -uo pipefail
+T0=$(date +%s)
+RUNS=${RUNS:-$PWD/gpu-runs}; OUT=${OUT:-$RUNS/out}; mkdir -p "$RUNS" "$OUT"
+SLICE=${SLICE:-9m}
+STORE=$RUNS/sizer.sqlite
+DATA=${SIZER_DATA:-/root/sizer-data}
+VCPUS=${VCPUS:-2,4,8,12,16}
+DISKS=${DISKS:-local-nvme,ssd,standard}
+RAM=${RAM:-8G,32G}
+if [ $# -gt 0 ]; then ENTRIES=("$@"); else
+  ENTRIES=(resnet50-train resnet50-train:decode=gpu resnet50-infer imagenet-preprocess ptb-lstm-train)
+fi
+source benchmarks/gpu/setup.sh
+GPU=${GPU:-}  # GPU model to recommend for (default: the host's)
+slice_s=$(python3 -c "from sizer.units import parse_duration as p; print(int(p('$SLICE', 'SLICE')))")
+log=$OUT/gpu_sweep.log
+{
+  echo "== $(date -u +%FT%TZ) slice ${SLICE} on $(hostname)"
+  [ -s "$RUNS/probe.json" ] || sizer probe --path "$(dirname "$DATA")" --json > "$RUNS/probe.json"
+  # Harness fidelity, once per store: a plain PyTorch loop next to the sweep's synthetic-input point.
+  [ -s "$RUNS/plain_resnet50.json" ] || python3 benchmarks/plain_resnet50.py --json > "$RUNS/plain_resnet50.json"
+  complete=1
+  for entry in "${ENTRIES[@]}"; do
+    left=$(( slice_s - ($(date +%s) - T0) ))
+    if [ "$left" -lt 60 ]; then complete=0; echo "== slice used up before $entry"; break; fi
+    name=${entry//[:=]/_}
+    echo "== $entry: up to ${left}s"
+    timeout -s INT -k 60 $(( left + 120 )) sizer sweep --workloads "$entry" --vcpus "$VCPUS" --disks "$DISKS" \
+      --ram "$RAM" --data "$DATA" --store "$STORE" --out "$RUNS/$name" --resume --max-time "${left}s" \
+      ${GPU:+--gpu "$GPU"} --json > "$RUNS/$name.json"
+    rc=$?
+    python3 - "$RUNS/$name.json" <<'EOF'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit(0)
+for p in d.get("points", []):
+    if not p.get("stored"):
+        print(f"  {p['key']:<62} {p['status']:<7} {p['throughput']:>10.1f} {p['unit']:<9} {p['bottleneck']:<6} {p['wall_s']:>5.1f} s")
+for note in d.get("notes", []):
+    print("  note:", note)
+print("  left:", d.get("left", 0))
+EOF
+    if [ $rc -ne 0 ] || grep -q '"left"' "$RUNS/$name.json"; then complete=0; echo "== $entry: rc $rc, not finished"; break; fi
+  done
+  if [ $complete = 1 ]; then echo "== complete"; fi
+  sizer report --store "$STORE" ${GPU:+--gpu "$GPU"} --out "$RUNS/report" --json > "$RUNS/report.json" || true
+  python3 benchmarks/sweep_cost.py --store "$STORE" || true
+  python3 benchmarks/model_accuracy.py --store "$STORE" || true
+} 2>&1 | tee -a "$log"
+cp -r "$STORE" "$RUNS"/*.json "$RUNS/report" "$OUT"/ 2>/dev/null
+ls /sys/fs/cgroup/sizer 2>/dev/null | grep -q . && echo "LEFTOVER sizer cgroups" || echo "no sizer cgroup left"

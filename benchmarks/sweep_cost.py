@@ -1,0 +1,137 @@
+"""What a sweep costs in wall time: per workload and in all, from a store.
+
+For every point: its wall time (limit group, eviction, worker start, warm-up, window, clean-up:
+the store's `started`..`finished`), the worker's own wall time, and the measured window. Prints per
+workload the number of points, median / 90th percentile / max wall per point, the median window,
+and the share of wall time spent outside the measured window; then the sweep's total. A sweep run
+in slices (`sizer sweep --max-time ... --resume`) has gaps between slices: the total counts the
+points, the calibration and the time between points within a slice (a gap longer than --gap
+seconds is taken to be between slices and left out).
+
+Usage: python benchmarks/sweep_cost.py --store gpu-runs/sizer.sqlite [--json] [--gap 180]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sizer.errors import SizerError  # noqa: E402
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
+
+
+def point_costs(store_path: Path) -> list[dict]:
+    """One row per stored point: workload variant, wall, worker wall, window, start and end."""
+    from sizer.store import Store
+    from sizer.model import group_points
+
+    rows: list[dict] = []
+    with Store(store_path, create=False) as store:
+        results = store.results()
+        points = store.points()
+        variant_of = {}
+        for name, group in group_points(points).items():
+            for p in group:
+                variant_of.setdefault(id(p), name)
+        for (row, result), point in zip(results, points):
+            counters = result.counters or {}
+            rows.append({
+                "sweep": row["sweep_id"],
+                "workload": variant_of.get(id(point), row["workload"]),
+                "key": row["key"],
+                "status": row["status"],
+                "started": float(row["started"]),
+                "finished": float(row["finished"]),
+                "wall_s": float(row["finished"]) - float(row["started"]),
+                "worker_wall_s": float(result.wall_s or 0.0),
+                "window_s": float(counters.get("measured_seconds") or 0.0),
+            })
+        sweeps = {s.id: s for s in store.sweeps()}
+    for r in rows:
+        r["sweep_started"] = sweeps[r["sweep"]].started
+    return rows
+
+
+def summarize(rows: list[dict], gap_s: float = 180.0) -> dict:
+    """Per workload and overall figures; `active_s` is the sweep's wall time without the gaps
+    between slices."""
+    out: dict = {"workloads": [], "total": {}}
+    by_workload: dict[str, list[dict]] = {}
+    for r in rows:
+        by_workload.setdefault(r["workload"], []).append(r)
+
+    def figures(group: list[dict]) -> dict:
+        walls = [r["wall_s"] for r in group]
+        windows = [r["window_s"] for r in group]
+        return {
+            "points": len(group),
+            "median_point_s": statistics.median(walls),
+            "p90_point_s": _percentile(walls, 0.9),
+            "max_point_s": max(walls),
+            "median_window_s": statistics.median(windows),
+            "outside_window_share": 1.0 - sum(windows) / sum(walls) if sum(walls) > 0 else None,
+            "points_s": sum(walls),
+        }
+
+    for name in sorted(by_workload):
+        out["workloads"].append({"workload": name, **figures(by_workload[name])})
+    if rows:
+        total = figures(rows)
+        # Sweep wall time: from each sweep's start through its points, skipping the gaps between slices.
+        active = 0.0
+        for sweep in sorted({r["sweep"] for r in rows}):
+            group = sorted((r for r in rows if r["sweep"] == sweep), key=lambda r: r["started"])
+            previous_end = group[0]["sweep_started"]
+            for r in group:
+                gap = r["started"] - previous_end
+                active += (gap if 0 <= gap <= gap_s else 0.0) + r["wall_s"]
+                previous_end = r["finished"]
+        total["active_s"] = active
+        total["outside_points_s"] = active - total["points_s"]
+        total["outside_window_share_all"] = 1.0 - sum(r["window_s"] for r in rows) / active if active > 0 else None
+        out["total"] = total
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", type=Path, required=True)
+    parser.add_argument("--gap", type=float, default=180.0, help="seconds between points taken as a pause between slices")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        rows = point_costs(args.store)
+    except SizerError as exc:
+        print(f"sweep_cost: error: {exc}", file=sys.stderr)
+        return 2
+    if not rows:
+        print(f"sweep_cost: error: {args.store} holds no points", file=sys.stderr)
+        return 2
+    summary = summarize(rows, args.gap)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    width = max(len(w["workload"]) for w in summary["workloads"] + [{"workload": "workload"}])
+    head = f"{'workload':<{width}}  {'points':>6}  {'median':>7}  {'p90':>6}  {'max':>6}  {'window':>7}  {'outside':>7}"
+    print(head)
+    for w in summary["workloads"] + [{"workload": "all", **summary["total"]}]:
+        print(f"{w['workload']:<{width}}  {w['points']:>6}  {w['median_point_s']:>6.1f}s  {w['p90_point_s']:>5.1f}s"
+              f"  {w['max_point_s']:>5.1f}s  {w['median_window_s']:>6.1f}s  {w['outside_window_share']:>7.0%}")
+    t = summary["total"]
+    print(f"sweep: {t['active_s'] / 60:.1f} min of wall time ({t['points']} points, {t['points_s'] / 60:.1f} min in points,"
+          f" {t['outside_points_s'] / 60:.1f} min between them: calibration, datasets, reports); "
+          f"{t['outside_window_share_all']:.0%} of it outside the measured windows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
