@@ -202,6 +202,16 @@ def _ram_grid(low: float, high: float) -> list[float]:
     return grid
 
 
+def out_of_memory(points: Sequence[Point]) -> list[dict[str, Any]]:
+    """Per RAM size, the fewest vCPUs at which a measured shape was killed by the memory limit: a
+    measured bound beside the model's single footprint (loader workers each add to it)."""
+    least: dict[float, int] = {}
+    for p in points:
+        if p.status == "oom":
+            least[p.ram_gib] = min(least.get(p.ram_gib, p.vcpus), p.vcpus)
+    return [{"ram_gib": ram, "from_vcpus": least[ram]} for ram in sorted(least)]
+
+
 def ram_needs(fit: Any, ceiling: float | None, tolerance: float, vcpus: int, disks: dict[str, float | None],
               ram_high: float) -> list[dict[str, Any]]:
     """Per disk class, the least RAM (GiB) at which the model keeps the workload within tolerance."""
@@ -597,7 +607,7 @@ def _workload_context(name, points, fit, catalog, target, tolerance, disk_classe
             recommendation=None,
             no_recommendation=f"too few usable points to fit a model ({len(usable)} of {len(points)})",
             knee={"tolerance": tolerance, "by_decode": vcpu_knee(points, None, tolerance), "predicted_vcpus": None},
-            needs={"by_disk": [], "disk_class": None, "ram_gib": None},
+            needs={"by_disk": [], "disk_class": None, "ram_gib": None, "out_of_memory": out_of_memory(points)},
             model=None,
             points=[_point_row(p, None) for p in points],
             curves={},
@@ -657,6 +667,7 @@ def _workload_context(name, points, fit, catalog, target, tolerance, disk_classe
             "by_disk": by_disk,
             "chosen_disk_class": chosen["disk_class"] if chosen else None,
             "chosen_memory_gib": chosen["memory_gib"] if chosen else None,
+            "out_of_memory": out_of_memory(points),
         },
         model={
             "params": [

@@ -313,3 +313,16 @@ def test_cli_report_bad_input_exits_2(tmp_path, points, cli):
     ):
         code, _, err = cli("report", *args)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_out_of_memory_shapes_are_named_by_ram_and_fewest_vcpus():
+    from sizer.points import Point
+    from sizer.report import out_of_memory
+
+    def point(v, ram, status):
+        return Point(workload="w", vcpus=v, ram_gib=ram, disk_class="ssd", throughput=0.0 if status == "oom" else 1.0,
+                     unit="images/s", status=status)
+
+    points = [point(16, 8.0, "oom"), point(12, 8.0, "oom"), point(8, 8.0, "ok"), point(16, 32.0, "ok"), point(4, 2.0, "oom")]
+    assert out_of_memory(points) == [{"ram_gib": 2.0, "from_vcpus": 4}, {"ram_gib": 8.0, "from_vcpus": 12}]
+    assert out_of_memory([point(2, 8.0, "ok")]) == []
