@@ -75,6 +75,20 @@ MIGRATIONS: dict[int, str] = {
 }
 
 
+def host_fingerprint(info: dict[str, Any]) -> str:
+    """A machine's identity: host name, CPU model and threads, GPU models, and what tells two
+    machines of one kind apart (their GPUs' UUIDs, /etc/machine-id): lent GPU machines all carry
+    the host name 'vm' and the same CPU and GPU models."""
+    gpu = info.get("gpu") if isinstance(info.get("gpu"), dict) else {}
+    uuids = sorted(str(d.get("uuid")) for d in gpu.get("devices", []) if isinstance(d, dict) and d.get("uuid"))
+    identity = {k: info.get(k) for k in ("hostname", "cpu_model", "threads", "gpus")}
+    if uuids:
+        identity["gpu_uuids"] = uuids
+    if info.get("machine_id"):
+        identity["machine_id"] = info["machine_id"]
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def plan_hash(config: dict[str, Any]) -> str:
     """Identity of a sweep's plan, so `--resume` continues the sweep with the same plan."""
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
@@ -155,9 +169,7 @@ class Store:
 
     # ------------------------------------------------------------------ hosts and sweeps
     def upsert_host(self, info: dict[str, Any]) -> int:
-        fingerprint = hashlib.sha256(
-            json.dumps({k: info.get(k) for k in ("hostname", "cpu_model", "threads", "gpus")}, sort_keys=True).encode()
-        ).hexdigest()[:16]
+        fingerprint = host_fingerprint(info)
         with self.conn:
             row = self.conn.execute("SELECT id FROM hosts WHERE fingerprint=?", (fingerprint,)).fetchone()
             if row:
@@ -230,11 +242,14 @@ class Store:
         with self.conn:
             host_ids: dict[int, int] = {}
             for row in other.conn.execute("SELECT * FROM hosts ORDER BY id"):
-                found = self.conn.execute("SELECT id FROM hosts WHERE fingerprint=?", (row["fingerprint"],)).fetchone()
+                # Recomputed, not copied: stores written before GPU UUIDs were part of a host's
+                # identity gave machines of one kind the same fingerprint.
+                fingerprint = host_fingerprint(json.loads(row["info"]))
+                found = self.conn.execute("SELECT id FROM hosts WHERE fingerprint=?", (fingerprint,)).fetchone()
                 if found is None:
                     found = (self.conn.execute(
                         "INSERT INTO hosts(fingerprint, info, created) VALUES(?,?,?)",
-                        (row["fingerprint"], row["info"], row["created"]),
+                        (fingerprint, row["info"], row["created"]),
                     ).lastrowid,)
                 host_ids[int(row["id"])] = int(found[0])
             for sweep in other.conn.execute("SELECT * FROM sweeps ORDER BY id"):

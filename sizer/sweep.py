@@ -581,6 +581,10 @@ def _host_info(plan: SweepPlan) -> dict[str, Any]:
     info.setdefault("threads", plan.cpus.threads)
     gpu = info.get("gpu") if isinstance(info.get("gpu"), dict) else {}
     info.setdefault("gpus", [d.get("name") for d in gpu.get("devices", [])])
+    try:
+        info.setdefault("machine_id", Path("/etc/machine-id").read_text().strip() or None)
+    except OSError:
+        info.setdefault("machine_id", None)
     info["limit_backend"] = plan.backend.name
     info["limit_backend_info"] = dataclasses.asdict(plan.backend.info())
     return info
@@ -806,8 +810,10 @@ def _calibration_of_host(store: Any, host_id: int, plan: SweepPlan) -> dict[str,
 def _check_same_host(store: Any, sweep_id: int, host_id: int, host: dict[str, Any], path: Path) -> None:
     """A sweep is one host's: points of two machines (even of one kind: their per-vCPU calibrations
     differed by up to 50% on one cloud's GPU hosts) do not belong in one fit."""
+    from sizer.store import host_fingerprint
+
     found = store.sweep_host(sweep_id)
-    if found is None or found[0] == host_id:
+    if found is None or found[0] == host_id or host_fingerprint(found[1]) == host_fingerprint(host):
         return
     then = found[1]
     raise SizerError(

@@ -161,3 +161,22 @@ def test_loaded_calibration_runs_one_decoder_per_cpu(tmp_path):
     assert result.extra["neighbour_rates"][0] > 0
     assert result.extra["rate_per_vcpu_loaded"] == pytest.approx((result.throughput + result.extra["neighbour_rates"][0]) / 2)
     assert sorted(os.sched_getaffinity(0)) == cpus  # the caller gets its CPUs back
+
+
+def test_machines_of_one_kind_are_told_apart_by_their_gpus(tmp_path):
+    from sizer.store import host_fingerprint
+
+    def machine(uuid):
+        return {"hostname": "vm", "cpu_model": "Xeon", "threads": 16, "gpus": ["NVIDIA H200"],
+                "gpu": {"devices": [{"name": "NVIDIA H200", "uuid": uuid}]}}
+
+    a, b = machine("GPU-aaaa"), machine("GPU-bbbb")
+    assert host_fingerprint(a) != host_fingerprint(b)
+    assert host_fingerprint(a) == host_fingerprint(dict(a, kernel="another boot"))  # a reboot is the same host
+    store = Store(tmp_path / "s.sqlite")
+    a_id, b_id = store.upsert_host(a), store.upsert_host(b)
+    assert a_id != b_id
+    sweep = store.start_sweep(a_id, "sizer sweep", {})
+    with pytest.raises(SizerError, match="cannot span two machines"):
+        _check_same_host(store, sweep, b_id, b, tmp_path)
+    store.close()
