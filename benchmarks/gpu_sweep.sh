@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # The full sweep on a GPU host, in slices: vCPU {2,4,8,12,16} x disk class {local-nvme, ssd,
 # standard} x RAM {8G: cannot hold the 5.5 GB dataset beside the workload, 32G: holds it} for
-# resnet50-train (JPEG decoding on CPU workers, and on the GPU with nvjpeg), resnet50-infer,
-# imagenet-preprocess and ptb-lstm-train. One sweep per workload, all in one store.
+# resnet50-train (JPEG decoding on CPU workers, and on the GPU with nvjpeg), resnet50-infer
+# (streaming the 45,000-image train split once, as batch inference over a large corpus does: the
+# 5,000-image val split would sit in the page cache after the warm-up), imagenet-preprocess and
+# ptb-lstm-train. One sweep per workload, all in one store.
 #
 # Each run stops starting points SLICE (default 9m) after it began (`sizer sweep --max-time`), and
 # the next run goes on where it stopped (`--resume`): run it again until it prints "complete".
-# A sweep never spans two machines (sizer refuses to resume one on another host).
+# A sweep never spans two machines (sizer refuses to resume one on another host, exit 2): on a
+# lent machine, make the calls back to back so it stays the same one; on a fresh machine, finish an
+# interrupted workload in a new RUNS folder and gather the stores with `sizer merge`.
 #
 # usage: bash benchmarks/gpu_sweep.sh [workload entries...]   (default: all five)
 # env:   RUNS (store and per-workload reports; default ./gpu-runs), OUT (copies for the caller),
-#        SIZER_DATA (datasets, on the disk to throttle; default /root/sizer-data), SLICE, GPU
+#        SIZER_DATA (datasets, on the disk to throttle; default /root/sizer-data), SLICE, GPU,
+#        REPORT=0 (skip the store-wide report, cost and accuracy after the slice)
+# exit:  0 every entry complete, 3 a slice ended with points left (run it again), 4 a sweep failed
 set -uo pipefail
 T0=$(date +%s)
 RUNS=${RUNS:-$PWD/gpu-runs}; OUT=${OUT:-$RUNS/out}; mkdir -p "$RUNS" "$OUT"
@@ -21,7 +27,7 @@ VCPUS=${VCPUS:-2,4,8,12,16}
 DISKS=${DISKS:-local-nvme,ssd,standard}
 RAM=${RAM:-8G,32G}
 if [ $# -gt 0 ]; then ENTRIES=("$@"); else
-  ENTRIES=(resnet50-train resnet50-train:decode=gpu resnet50-infer imagenet-preprocess ptb-lstm-train)
+  ENTRIES=(resnet50-train resnet50-train:decode=gpu resnet50-infer:split=train imagenet-preprocess ptb-lstm-train)
 fi
 source benchmarks/gpu/setup.sh
 GPU=${GPU:-}  # GPU model to recommend for (default: the host's)
@@ -55,12 +61,17 @@ for note in d.get("notes", []):
     print("  note:", note)
 print("  left:", d.get("left", 0))
 EOF
+    if [ $rc -ne 0 ] && [ $rc -ne 130 ]; then complete=failed; echo "== $entry: failed, rc $rc"; break; fi
     if [ $rc -ne 0 ] || grep -q '"left"' "$RUNS/$name.json"; then complete=0; echo "== $entry: rc $rc, not finished"; break; fi
   done
   if [ $complete = 1 ]; then echo "== complete"; fi
-  sizer report --store "$STORE" ${GPU:+--gpu "$GPU"} --out "$RUNS/report" --json > "$RUNS/report.json" || true
-  python3 benchmarks/sweep_cost.py --store "$STORE" || true
-  python3 benchmarks/model_accuracy.py --store "$STORE" || true
+  echo $complete > "$RUNS/.complete"
+  if [ "${REPORT:-1}" != 0 ]; then
+    sizer report --store "$STORE" ${GPU:+--gpu "$GPU"} --out "$RUNS/report" --json > "$RUNS/report.json" || true
+    python3 benchmarks/sweep_cost.py --store "$STORE" || true
+    python3 benchmarks/model_accuracy.py --store "$STORE" || true
+  fi
 } 2>&1 | tee -a "$log"
-cp -r "$STORE" "$RUNS"/*.json "$RUNS/report" "$OUT"/ 2>/dev/null
+[ "${REPORT:-1}" != 0 ] && cp -r "$STORE" "$RUNS"/*.json "$RUNS/report" "$OUT"/ 2>/dev/null
 ls /sys/fs/cgroup/sizer 2>/dev/null | grep -q . && echo "LEFTOVER sizer cgroups" || echo "no sizer cgroup left"
+case "$(cat "$RUNS/.complete" 2>/dev/null)" in 1) exit 0 ;; 0) exit 3 ;; *) exit 4 ;; esac

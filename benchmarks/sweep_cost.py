@@ -8,6 +8,12 @@ in slices (`sizer sweep --max-time ... --resume`) has gaps between slices: the t
 points, the calibration and the time between points within a slice (a gap longer than --gap
 seconds is taken to be between slices and left out).
 
+Where a point's time goes, from the worker's own timeline (`timeline_s`, seconds since the worker
+process started): `start` (interpreter, imports, CUDA, model, dataset index, loader start, up to the
+first step), `warm-up` (first step to the window), the window, `teardown` (window end to the
+workload's return: loader workers stopped) and `rest` (the worker's exit and sizer's own part:
+eviction, limit group, store), printed as medians per workload.
+
 Usage: python benchmarks/sweep_cost.py --store gpu-runs/sizer.sqlite [--json] [--gap 180]
 """
 
@@ -27,6 +33,23 @@ from sizer.errors import SizerError  # noqa: E402
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
+
+
+PHASES = ("start_s", "warmup_s", "teardown_s", "rest_s")
+
+
+def phases(timeline: dict | None, wall_s: float) -> dict:
+    """A point's wall split by its worker's timeline (empty for points stored without one)."""
+    t = timeline or {}
+    needed = ("first_step_done", "window_start", "window_end", "run_returned")
+    if not all(isinstance(t.get(k), (int, float)) for k in needed):
+        return {}
+    return {
+        "start_s": t["first_step_done"],
+        "warmup_s": t["window_start"] - t["first_step_done"],
+        "teardown_s": t["run_returned"] - t["window_end"],
+        "rest_s": wall_s - t["run_returned"],
+    }
 
 
 def point_costs(store_path: Path) -> list[dict]:
@@ -54,6 +77,7 @@ def point_costs(store_path: Path) -> list[dict]:
                 "wall_s": float(row["finished"]) - float(row["started"]),
                 "worker_wall_s": float(result.wall_s or 0.0),
                 "window_s": float(counters.get("measured_seconds") or 0.0),
+                **phases(result.extra.get("timeline_s"), float(row["finished"]) - float(row["started"])),
             })
         sweeps = {s.id: s for s in store.sweeps()}
     for r in rows:
@@ -80,6 +104,7 @@ def summarize(rows: list[dict], gap_s: float = 180.0) -> dict:
             "median_window_s": statistics.median(windows),
             "outside_window_share": 1.0 - sum(windows) / sum(walls) if sum(walls) > 0 else None,
             "points_s": sum(walls),
+            **{f"median_{k}": (statistics.median(v) if (v := [r[k] for r in group if k in r]) else None) for k in PHASES},
         }
 
     for name in sorted(by_workload):
@@ -126,6 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     for w in summary["workloads"] + [{"workload": "all", **summary["total"]}]:
         print(f"{w['workload']:<{width}}  {w['points']:>6}  {w['median_point_s']:>6.1f}s  {w['p90_point_s']:>5.1f}s"
               f"  {w['max_point_s']:>5.1f}s  {w['median_window_s']:>6.1f}s  {w['outside_window_share']:>7.0%}")
+    if any(w.get("median_start_s") is not None for w in summary["workloads"]):
+        print(f"\n{'workload':<{width}}  {'start':>6}  {'warm-up':>7}  {'window':>7}  {'teardown':>8}  {'rest':>6}   (medians per point)")
+        for w in summary["workloads"] + [{"workload": "all", **summary["total"]}]:
+            if w.get("median_start_s") is None:
+                continue
+            print(f"{w['workload']:<{width}}  {w['median_start_s']:>5.1f}s  {w['median_warmup_s']:>6.1f}s  "
+                  f"{w['median_window_s']:>6.1f}s  {w['median_teardown_s']:>7.1f}s  {w['median_rest_s']:>5.1f}s")
     t = summary["total"]
     print(f"sweep: {t['active_s'] / 60:.1f} min of wall time ({t['points']} points, {t['points_s'] / 60:.1f} min in points,"
           f" {t['outside_points_s'] / 60:.1f} min between them: calibration, datasets, reports); "

@@ -103,6 +103,7 @@ class SweepOptions:
     limits: str | None = None  # limit backend: auto, cgroup-v2, cgroup-v1, affinity
     lock_path: Path | None = None
     max_seconds: float | None = None  # start no point that would end past this many seconds (a slice)
+    cpu_quota: bool = False  # a CFS quota of the vCPUs on top of the cpuset (a container's CPU limit)
     command: str = ""
     report: bool = True
 
@@ -124,6 +125,7 @@ class SweepPlan:
     config: dict[str, Any]  # the plan's identity (its hash finds the sweep to resume)
     datasets: list[str]
     notes: list[str] = field(default_factory=list)
+    cpu_quota: bool = False
 
     def estimate_point_s(self, point: PlannedPoint) -> float:
         cls = self.classes[point.workload]
@@ -295,6 +297,8 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
         "data_dir": str(data_dir),
         "ceiling": bool(opts.ceiling),
     }
+    if opts.cpu_quota:  # only when set, so sweeps stored before the option keep their plan's identity
+        config["cpu_quota"] = True
     return SweepPlan(
         points=points,
         profile=profile,
@@ -311,6 +315,7 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
         config=config,
         datasets=datasets,
         notes=notes,
+        cpu_quota=bool(opts.cpu_quota),
     )
 
 
@@ -407,6 +412,7 @@ def limit_request(plan: SweepPlan, shape: InstanceShape, label: str, memory: boo
         memory_bytes=shape.ram_bytes if memory else None,
         throttle=throttle,
         label=label,
+        cpu_quota=plan.cpu_quota,
     )
 
 
@@ -609,6 +615,7 @@ def calibrate(plan: SweepPlan, datasets: dict[str, Dataset]) -> dict[str, Any]:
         "cpus": r.extra.get("cpus"),
         "wall_s": round(run.wall_s, 3),
         "error": r.error,
+        "method": r.extra.get("method", ""),
     }
     if r.status in ("ok", "noisy") and r.throughput > 0:
         calibration["ips_per_vcpu"] = r.throughput
@@ -797,10 +804,18 @@ def _calibration_of_host(store: Any, host_id: int, plan: SweepPlan) -> dict[str,
     plan's largest vCPU count with its loaded figure: the CPUs have not changed, measuring again
     costs half a minute per sweep."""
     busy = max((p.shape.vcpus for p in plan.points), default=1)
+    cls = plan.classes.get(CALIBRATION_WORKLOAD)
+    if cls is None:
+        return None
+    from workloads.cpu_calibrate import calibration_method
+
+    current_method = calibration_method(cls.defaults.get(plan.profile, {}))
     for row in reversed(store.sweeps()):
         cal = row.calibration or {}
         if row.host_id != host_id or not cal.get("ips_per_vcpu"):
             continue
+        if cal.get("method", "") != current_method:
+            continue  # measured another per-image work (an older sizer's float hand-off)
         if busy > 1 and int(cal.get("loaded_vcpus") or 0) < busy:
             continue
         return dict(cal, from_sweep=row.id)
@@ -874,12 +889,14 @@ def run_single(
     time_budget_s: float | None = None,
     limits: str | None = None,
     lock_path: Path | None = None,
+    cpu_quota: bool = False,
 ) -> dict[str, Any]:
     """`sizer run`: one point, measured like a sweep's (cold dataset, fresh worker, real limits)."""
     opts = SweepOptions(
         workloads=[workload], vcpus=[vcpus], ram_bytes=[ram_bytes], disks=[disk], profile=profile,
         data_dir=data_dir, config=dict(config or {}), disk_classes_file=disk_classes_file,
         time_budget_s=time_budget_s, ceiling=False, limits=limits, lock_path=lock_path, out_dir=None,
+        cpu_quota=cpu_quota,
     )
     plan = plan_sweep(opts)
     point = plan.points[0]

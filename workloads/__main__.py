@@ -52,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         result.status = ERROR
         result.error = f"{type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=8)
     result.wall_s = time.perf_counter() - t0
+    timeline = result.extra.setdefault("timeline_s", {})
+    if isinstance(timeline, dict):  # after the workload's own clean-up (loader workers stopped)
+        from workloads.measure import process_age_s
+
+        timeline["run_returned"] = round(process_age_s(), 3)
     if args.out:
         _write(args.out, result)
     else:

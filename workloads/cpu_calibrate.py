@@ -1,7 +1,8 @@
 """Per-vCPU calibration (`cpu-calibrate`): one vCPU's JPEG decode-and-augment rate, images/s.
 
 The same work a training loader worker does per image (PIL decode, RandomResizedCrop to 224,
-horizontal flip, to tensor, normalize), on a fixed set of generated ImageNet-like JPEGs held in
+horizontal flip, to a uint8 tensor; `normalize: worker` adds ToTensor + Normalize as the
+reference recipe's workers do), on a fixed set of generated ImageNet-like JPEGs held in
 memory (so the disk never enters), in one process pinned to one of the CPUs it may use, with one
 torch thread. Two hosts' figures give the ratio by which a CPU-bound term measured on one host
 scales to the other's CPU model. Both profiles run the same measurement: it describes the host.
@@ -29,7 +30,7 @@ class CpuCalibrate(Workload):
     dataset = ""
     stresses = "CPU (one vCPU)"
     _common = {"images": 48, "batch": 8, "image_size": 224, "seed": CALIBRATION_SEED, "warmup_steps": 2, "pin": True,
-               "parallel": 1}
+               "parallel": 1, "normalize": "device"}
     defaults = {"gpu": dict(_common), "cpu-small": dict(_common)}
 
     def run(self, spec: Spec) -> Result:
@@ -56,6 +57,7 @@ class CpuCalibrate(Workload):
             os.sched_setaffinity(0, allowed)
             torch.set_num_threads(threads)
         result.extra.update(
+            method=calibration_method(cfg),
             cpu=allowed[0] if cfg.get("pin", True) else None,
             cpus_allowed=len(allowed),
             versions=tc.framework_versions(),
@@ -68,7 +70,7 @@ class CpuCalibrate(Workload):
 
         torch.manual_seed(spec.seed)
         images = _calibration_images(cfg)
-        transform = tc.train_transform(int(cfg["image_size"]))
+        transform = tc.train_transform(int(cfg["image_size"]), cfg["normalize"])
         batch = max(1, int(cfg["batch"]))
 
         def batches():
@@ -88,6 +90,12 @@ class CpuCalibrate(Workload):
         result.extra["images_bytes"] = sum(len(d) for d in images)
 
 
+def calibration_method(cfg: dict) -> str:
+    """What one calibrated image costs, in words: figures of two methods do not compare."""
+    tail = "uint8 HWC" if cfg.get("normalize", "device") == "device" else "ToTensor + Normalize"
+    return f"PIL decode + RandomResizedCrop({int(cfg['image_size'])}) + flip + {tail}"
+
+
 def _calibration_images(cfg: dict) -> list[bytes]:
     from workloads.synth import synth_jpeg
 
@@ -103,7 +111,7 @@ def _decode_until(cpu: int, cfg: dict, stop: Any, out: Any) -> None:
     os.sched_setaffinity(0, {cpu})
     torch.set_num_threads(1)
     images = _calibration_images(cfg)
-    transform = tc.train_transform(int(cfg["image_size"]))
+    transform = tc.train_transform(int(cfg["image_size"]), cfg["normalize"])
     done, i = 0, 0
     t0 = time.perf_counter()
     while not stop.is_set():

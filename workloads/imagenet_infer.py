@@ -3,7 +3,8 @@ workloads' architectures.
 
 A DataLoader reads the `val` split (config `split`) from spec.data_dir in one of the image formats,
 and its workers decode, resize and center-crop (256 -> 224 on the GPU profile, 128 -> 112 on
-cpu-small); the model runs without gradients in eval mode, in bf16 autocast with channels-last
+cpu-small) and hand over uint8 images that the main process normalizes on the device
+(`normalize: worker` does it in the workers, as torchvision's reference does); the model runs without gradients in eval mode, in bf16 autocast with channels-last
 tensors on the GPU. Reports images/s and the per-batch latency (host batch in, logits ready; GPU
 time measured with CUDA events) at p50 and p99.
 """
@@ -20,7 +21,8 @@ from workloads.protocol import Result, Spec, Workload, register
 
 
 def profiles(arch: str, gpu_size: int, gpu_resize: int, small_model: str, small_size: int, small_resize: int):
-    common = {"input": "files", "split": "val", "workers": None, "prefetch_factor": 2, "warmup_steps": 3}
+    common = {"input": "files", "split": "val", "workers": None, "prefetch_factor": 2, "warmup_steps": 3,
+              "normalize": "device"}
     return {
         "gpu": {
             **common,
@@ -58,6 +60,7 @@ class ImagenetInfer(Workload):
     def run(self, spec: Spec) -> Result:
         cfg = self.config_for(spec)
         source = tc.check_choice(cfg, "input", tc.IMAGE_INPUTS)
+        normalize = tc.check_choice(cfg, "normalize", tc.NORMALIZE)
         result = self.new_result(spec, cfg)
         result.extra["openmp_sleeps"] = tc.prefer_sleeping_openmp(cfg)
 
@@ -66,14 +69,13 @@ class ImagenetInfer(Workload):
         device = tc.setup_device(cfg, spec.vcpus, spec.seed)
         cuda = tc.is_cuda(device)
         channels_last = bool(cfg["channels_last"])
-        memory_format = torch.channels_last if channels_last else torch.preserve_format
         model = tc.build_cnn(cfg["model"], device, channels_last, aux_logits=False)
         model.eval()
 
         samples = tc.open_images(spec.data_dir, source, cfg["split"])
         workers = tc.loader_workers(cfg, spec.vcpus)
         loader = tc.make_loader(
-            tc.ImageSamples(samples, tc.eval_transform(int(cfg["image_size"]), int(cfg["resize"]))),
+            tc.ImageSamples(samples, tc.eval_transform(int(cfg["image_size"]), int(cfg["resize"]), normalize)),
             int(cfg["batch_size"]),
             workers,
             int(cfg["prefetch_factor"]),
@@ -90,6 +92,7 @@ class ImagenetInfer(Workload):
             dataset_gib=tc.dataset_bytes(spec.data_dir, source, cfg["split"]) / 2**30,
         )
 
+        to_input = tc.DeviceInput(device, normalize, channels_last)
         latencies_s: list[float] = []  # CPU: measured directly
         events: list[tuple[Any, Any]] = []  # GPU: (start, end) pairs, read once all are complete
 
@@ -101,7 +104,7 @@ class ImagenetInfer(Workload):
             else:
                 t0 = time.perf_counter()
             with torch.inference_mode(), tc.autocast(device, cfg["precision"]):
-                x = x.to(device, non_blocking=True, memory_format=memory_format)
+                x = to_input(x)
                 logits = model(x)
                 logits.argmax(dim=1)  # top-1, as a classifier's caller would
             if cuda:

@@ -3,7 +3,8 @@ inception_v3 (torchvision architectures, random init, real SGD steps).
 
 Input (config `input`): JPEG files (`files`) or packed shards (`lmdb`, `rec`, `tar`) under
 spec.data_dir, read by a DataLoader whose workers decode and augment (RandomResizedCrop, flip, to
-tensor, normalize); or `synthetic`, one random batch kept on the device, which measures the GPU's
+uint8 tensor; the training process normalizes on the device, or the workers do with
+`normalize: worker`); or `synthetic`, one random batch kept on the device, which measures the GPU's
 own ceiling. `decode: gpu` has the workers only read bytes and decodes them with nvjpeg
 (torchvision.io.decode_jpeg on CUDA), augmenting on the GPU.
 
@@ -36,6 +37,7 @@ def profiles(
     common = {
         "input": "files",
         "decode": "cpu",
+        "normalize": "device",  # workers hand over uint8; see torch_common
         "split": "train",
         "workers": None,  # None: one loader worker per vCPU of the shape
         "prefetch_factor": 2,
@@ -81,6 +83,7 @@ class ImagenetTrain(Workload):
         cfg = self.config_for(spec)
         source = tc.check_choice(cfg, "input", tc.INPUTS)
         decode = tc.check_choice(cfg, "decode", tc.DECODERS)
+        normalize = tc.check_choice(cfg, "normalize", tc.NORMALIZE)
         result = self.new_result(spec, cfg)
         result.extra["openmp_sleeps"] = tc.prefer_sleeping_openmp(cfg)
 
@@ -117,7 +120,7 @@ class ImagenetTrain(Workload):
         else:
             samples = tc.open_images(spec.data_dir, source, cfg["split"])
             workers = tc.loader_workers(cfg, spec.vcpus)
-            transform = None if gpu_augment else tc.train_transform(size)
+            transform = None if gpu_augment else tc.train_transform(size, normalize)
             loader = tc.make_loader(
                 tc.ImageSamples(samples, transform),
                 batch_size,
@@ -133,6 +136,8 @@ class ImagenetTrain(Workload):
             extra["dataset_images"] = len(samples)
             extra["dataset_gib"] = tc.dataset_bytes(spec.data_dir, source, cfg["split"]) / 2**30
 
+        # Synthetic batches are made on the device, already in the model's form.
+        to_input = None if source == "synthetic" else tc.DeviceInput(device, normalize, channels_last)
         first_losses: list[Any] = []
         last_losses: collections.deque = collections.deque(maxlen=5)
 
@@ -142,7 +147,7 @@ class ImagenetTrain(Workload):
                 x = gpu_augment(flat, lengths)
             else:
                 x, y = batch
-                x = x.to(device, non_blocking=True, memory_format=memory_format)
+                x = x if to_input is None else to_input(x)
             y = y.to(device, non_blocking=True)
             with tc.autocast(device, cfg["precision"]):
                 loss = tc.logits_and_loss(model(x), y, loss_fn)

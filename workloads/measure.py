@@ -18,6 +18,17 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+def process_age_s() -> float:
+    """Seconds since this process started (its start time in /proc against the uptime), so a
+    worker's timeline counts the interpreter's start and imports too."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - start_ticks / _CLK_TCK)
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 # ---------------------------------------------------------------- process tree counters
 def _children_map() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
@@ -260,6 +271,8 @@ class Meter:
         self._measured_s = 0.0
         self._t_start = time.perf_counter()
         self._t_measure: float | None = None
+        # Where a point's time goes, in seconds since the worker process started (see finish).
+        self.timeline: dict[str, float] = {"meter_created": process_age_s()}
         self._before: dict[str, float] = {}
         self._after: dict[str, float] = {}
         self._gpu = GpuSampler() if gpu else None
@@ -274,7 +287,10 @@ class Meter:
 
     def step(self, seconds: float, samples: float) -> None:
         warm = not self.measuring
+        if not self.steps:
+            self.timeline["first_step_done"] = process_age_s()
         if not warm and self._t_measure is None:
+            self.timeline["window_start"] = process_age_s() - seconds
             self._t_measure = time.perf_counter() - seconds
             self._before = tree_counters()
             if self._gpu is not None:
@@ -341,6 +357,8 @@ class Meter:
             if secs > 0:
                 result.extra[f"{name}_rate"] = sum(s[1] for s in phase_steps) / secs
         result.limits_seen = limits_seen()
+        self.timeline["window_end"] = process_age_s()
+        result.extra["timeline_s"] = {k: round(v, 3) for k, v in self.timeline.items()}
         return result
 
 

@@ -16,6 +16,13 @@ from sizer.errors import SizerError
 from sizer.units import format_bytes, parse_duration, parse_int_list, parse_setting, parse_size, parse_str_list
 
 
+# Shared by `run` and `sweep`.
+CpuQuota = Annotated[bool, typer.Option(
+    "--cpu-quota",
+    help="Also cap CPU time with a CFS quota of the vCPUs, as a container's CPU limit does (Kubernetes "
+         "limits.cpu). Off: the cpuset alone pins the shape.")]
+
+
 def parse_set(items: list[str] | None) -> dict[str, Any]:
     """--set key=value (repeatable): the value is read as JSON where it parses (8, 0.5, true), else text."""
     return dict(parse_setting(item, "--set") for item in items or [])
@@ -73,6 +80,7 @@ def run(
     disk_classes: Annotated[Optional[Path], typer.Option("--disk-classes", help="CSV of extra or overriding disk classes.")] = None,
     budget: Annotated[Optional[float], typer.Option("--budget", help="Seconds for the measured part of the point.")] = None,
     limits: Annotated[Optional[str], typer.Option("--limits", help="Limit backend: auto, cgroup-v2, cgroup-v1, affinity.")] = None,
+    cpu_quota: CpuQuota = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Measure one point: WORKLOAD under one instance shape, in a fresh worker under real limits.
@@ -94,6 +102,7 @@ def run(
         disk_classes_file=str(disk_classes) if disk_classes else None,
         time_budget_s=budget,
         limits=limits,
+        cpu_quota=cpu_quota,
     )
     emit(data_out, as_json, render_point)
 
@@ -167,6 +176,7 @@ def sweep(
     no_calibrate: Annotated[bool, typer.Option("--no-calibrate", help="Skip the per-vCPU calibration (results then cannot be scaled to another CPU model).")] = False,
     limits: Annotated[Optional[str], typer.Option("--limits", help="Limit backend: auto, cgroup-v2, cgroup-v1, affinity.")] = None,
     max_time: Annotated[Optional[str], typer.Option("--max-time", help="Start no point that would end later than this after the start (e.g. 9m, 540s): a slice of a longer sweep, continued with --resume.")] = None,
+    cpu_quota: CpuQuota = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Measure workloads x instance shapes under real limits, point by point, and write the report.
@@ -201,6 +211,7 @@ def sweep(
         calibrate=not no_calibrate,
         limits=limits,
         max_seconds=parse_duration(max_time, "--max-time") if max_time else None,
+        cpu_quota=cpu_quota,
         command=_command_line(),
     )
     if opts.workloads is not None and not opts.workloads:

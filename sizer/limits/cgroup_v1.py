@@ -1,5 +1,6 @@
-"""cgroup v1 backend: cpuset + cpu quota for vCPUs, memory.limit_in_bytes for RAM (page cache
-included), blkio.throttle.* for the disk class, cpuacct and blkio statistics for the figures.
+"""cgroup v1 backend: cpuset for vCPUs (a cpu quota where no cpuset can be set, or when asked),
+memory.limit_in_bytes for RAM (page cache included), blkio.throttle.* for the disk class, cpuacct
+and blkio statistics for the figures.
 
 Groups go beneath this process's own cgroup in every hierarchy, inside one `sizer` folder:
 `/sys/fs/cgroup/<controller>/<own path>/sizer/sizer-<pid>-<label>-<n>`.
@@ -93,8 +94,9 @@ class CgroupV1Group(LimitGroup):
             sysfs.write_text(d / "cpuset.cpus", ",".join(str(c) for c in req.cpus))
         if "cpu" in self.dirs and req.cpus:
             d = self.dirs["cpu"]
-            sysfs.write_text(d / "cpu.cfs_period_us", str(CFS_PERIOD_US))
-            sysfs.write_text(d / "cpu.cfs_quota_us", str(len(req.cpus) * CFS_PERIOD_US))
+            if req.cpu_quota or "cpuset" not in self.dirs:
+                sysfs.write_text(d / "cpu.cfs_period_us", str(CFS_PERIOD_US))
+                sysfs.write_text(d / "cpu.cfs_quota_us", str(len(req.cpus) * CFS_PERIOD_US))
             sysfs.write_text(d / "cpu.shares", str(min(MAX_SHARES, SHARES_PER_CPU * len(req.cpus))))
         if "memory" in self.dirs and req.memory_bytes:
             d = self.dirs["memory"]

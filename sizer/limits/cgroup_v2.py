@@ -1,4 +1,4 @@
-"""cgroup v2 backend: cpuset.cpus + cpu.max for vCPUs, memory.max for RAM (page cache included),
+"""cgroup v2 backend: cpuset.cpus for vCPUs (cpu.max where no cpuset can be set, or when asked), memory.max for RAM (page cache included),
 io.max for the disk class; cpu.stat, io.stat, memory.events and memory.peak for the figures.
 
 Placement: v2 lets a cgroup hand controllers to children only while it holds no processes itself,
@@ -66,7 +66,8 @@ class CgroupV2Group(LimitGroup):
         if "cpuset" in w and req.cpus:
             sysfs.write_text(self.dir / "cpuset.cpus", ",".join(str(c) for c in req.cpus))
         if "cpu" in w and req.cpus:
-            sysfs.write_text(self.dir / "cpu.max", f"{len(req.cpus) * CPU_PERIOD_US} {CPU_PERIOD_US}")
+            if req.cpu_quota or "cpuset" not in w:
+                sysfs.write_text(self.dir / "cpu.max", f"{len(req.cpus) * CPU_PERIOD_US} {CPU_PERIOD_US}")
             sysfs.write_text(self.dir / "cpu.weight", str(min(MAX_WEIGHT, WEIGHT_PER_CPU * len(req.cpus))))
         if "memory" in w and req.memory_bytes:
             sysfs.write_text(self.dir / "memory.max", str(req.memory_bytes))

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A GPU-host campaign, step by step, in one store: each step is a workload entry for
+# benchmarks/gpu_sweep.sh (run slice after slice, each slice `sizer sweep --max-time` then
+# `--resume`, until that sweep is complete) or `variants` (benchmarks/loader_variants.py: the
+# CPU-decoding pipeline's variants at a few vCPU counts). Ends with the report, sweep cost and
+# held-out accuracy of the whole store, and touches $RUNS/campaign.done.
+#
+# usage: bash benchmarks/gpu/campaign.sh STEP...    e.g. resnet50-train variants resnet50-infer:split=train
+# env:   RUNS (default ./gpu-runs), SLICE (default 9m), VARIANT_VCPUS (default 4,16), VARIANT_RAM
+#        (default 32G), VARIANTS, VARIANT_BUDGET (seconds, default 14)
+set -uo pipefail
+RUNS=${RUNS:-$PWD/gpu-runs}; mkdir -p "$RUNS"
+export RUNS OUT=$RUNS/out
+source benchmarks/gpu/setup.sh
+echo "== campaign $(date -u +%FT%TZ): $*"
+nvidia-smi -L 2>/dev/null
+for step in "$@"; do
+  if [ "$step" = variants ]; then
+    [ -s "$RUNS/loader_variants.json" ] && continue
+    echo "== $(date -u +%T) loader variants at ${VARIANT_VCPUS:-4,16} vCPUs"
+    python3 benchmarks/loader_variants.py --vcpus "${VARIANT_VCPUS:-4,16}" --ram "${VARIANT_RAM:-32G}" \
+      --variants "${VARIANTS:-default,worker,quota,calib,calib-worker}" --budget "${VARIANT_BUDGET:-14}" --data "${SIZER_DATA:-/root/sizer-data}" \
+      --out "$RUNS/loader_variants.json"
+    continue
+  fi
+  for slice in 1 2 3 4 5 6; do
+    echo "== $(date -u +%T) $step: slice $slice"
+    REPORT=0 bash benchmarks/gpu_sweep.sh "$step"
+    rc=$?
+    [ $rc -eq 0 ] && break
+    [ $rc -ne 3 ] && { echo "== $step: gpu_sweep.sh failed (rc $rc)"; break; }
+  done
+done
+sizer report --store "$RUNS/sizer.sqlite" --out "$RUNS/report" --json > "$RUNS/report.json" || true
+python3 benchmarks/sweep_cost.py --store "$RUNS/sizer.sqlite" || true
+python3 benchmarks/model_accuracy.py --store "$RUNS/sizer.sqlite" || true
+python3 benchmarks/pipeline_fidelity.py --store "$RUNS/sizer.sqlite" --plain "$RUNS/plain_resnet50.json" || true
+echo "== campaign done $(date -u +%FT%TZ)"
+touch "$RUNS/campaign.done"

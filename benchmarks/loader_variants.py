@@ -1,0 +1,135 @@
+"""What the CPU-decoding input pipeline costs, variant by variant, measured in one run.
+
+At each vCPU count, each a fresh `sizer run` point under real limits (interleaved, so drift on a
+shared host falls on every variant alike):
+
+- `default`: resnet50-train as a sweep measures it (workers hand over uint8, normalized on the device);
+- `normalize=worker`: torchvision's reference recipe (ToTensor + Normalize in the workers, float batches);
+- `--cpu-quota`: the default plus a CFS quota of the vCPUs on top of the cpuset;
+- the calibration (`cpu-calibrate` with every vCPU of the shape decoding at once) for both per-image
+  methods, so each pipeline is compared with its own per-vCPU rate times vCPUs.
+
+Prints one table: images/s per variant, each pipeline over its calibration, and the variants over
+the default. Full results go to --out as JSON.
+
+Usage: python benchmarks/loader_variants.py [--vcpus 4,16] [--ram 32G] [--budget 18] [--repeats 1]
+                                           [--data DIR] [--profile auto] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+VARIANTS = {
+    "default": ("resnet50-train", [], False),
+    "worker": ("resnet50-train", ["normalize=worker"], False),
+    "quota": ("resnet50-train", [], True),
+    "calib": ("cpu-calibrate", [], False),
+    "calib-worker": ("cpu-calibrate", ["normalize=worker"], False),
+}
+
+
+def sizer_cmd() -> list[str]:
+    found = shutil.which("sizer")
+    return [found] if found else [sys.executable, "-c", "from sizer.cli import entry; entry()"]
+
+
+def run_point(variant: str, vcpus: int, args: argparse.Namespace) -> dict:
+    workload, settings, quota = VARIANTS[variant]
+    cmd = [*sizer_cmd(), "run", workload, "--vcpus", str(vcpus), "--ram", args.ram, "--disk", "local-nvme",
+           "--profile", args.profile, "--json"]
+    if workload == "cpu-calibrate":
+        settings = [*settings, f"parallel={vcpus}"]  # every vCPU of the shape decoding at once
+    else:
+        cmd += ["--budget", str(args.budget)]
+    if args.data:
+        cmd += ["--data", str(args.data)]
+    for item in settings:
+        cmd += ["--set", item]
+    if quota:
+        cmd.append("--cpu-quota")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return {"variant": variant, "vcpus": vcpus, "status": "error", "error": proc.stderr.strip()[-500:]}
+    data = json.loads(proc.stdout)
+    figure = data["throughput"]
+    if workload == "cpu-calibrate":
+        figure = data["result"]["extra"].get("rate_per_vcpu_loaded", figure)  # per vCPU, all busy
+    return {"variant": variant, "vcpus": vcpus, "status": data["status"], "figure": figure,
+            "spread": data["spread"], "bottleneck": data["bottleneck"], "wall_s": data["wall_s"],
+            "cpu_util_per_vcpu": data["counters"].get("cpu_util_per_vcpu"),
+            "gpu_util_mean_pct": data["counters"].get("gpu_util_mean_pct"), "enforced": data["enforced"].get("cpus")}
+
+
+def summarize(rows: list[dict], vcpus: list[int]) -> list[dict]:
+    table = []
+    for v in vcpus:
+        med = {}
+        for name in VARIANTS:
+            figures = [r["figure"] for r in rows if r["vcpus"] == v and r["variant"] == name and r.get("figure")]
+            med[name] = statistics.median(figures) if figures else None
+
+        def ratio(a, b):
+            return a / b if a and b else None
+
+        table.append({
+            "vcpus": v, **{f"{k}_ips": x for k, x in med.items()},
+            "default_over_calib": ratio(med["default"], (med["calib"] or 0) * v),
+            "worker_over_calib": ratio(med["worker"], (med["calib-worker"] or 0) * v),
+            "worker_over_default": ratio(med["worker"], med["default"]),
+            "quota_over_default": ratio(med["quota"], med["default"]),
+        })
+    return table
+
+
+def fmt(x, pct=False):
+    if x is None:
+        return "-"
+    return f"{x:.2f}" if pct else f"{x:,.0f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--vcpus", default="4,16")
+    parser.add_argument("--ram", default="32G")
+    parser.add_argument("--budget", type=float, default=18.0)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--data", type=Path)
+    parser.add_argument("--profile", default="auto")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    vcpus = [int(v) for v in args.vcpus.split(",")]
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        print(f"loader_variants: error: unknown variant {unknown[0]!r} (known: {', '.join(VARIANTS)})", file=sys.stderr)
+        return 2
+    rows = []
+    for _ in range(args.repeats):
+        for v in vcpus:
+            for name in variants:
+                row = run_point(name, v, args)
+                rows.append(row)
+                print(f"  {v:>3} vCPU {name:<13} {row.get('status'):<6} {fmt(row.get('figure')):>8}  "
+                      f"{row.get('enforced') or row.get('error', '')}", flush=True)
+    table = summarize(rows, vcpus)
+    if args.out:
+        args.out.write_text(json.dumps({"rows": rows, "table": table}, indent=2))
+    print(f"{'vCPUs':>5} {'calib/vCPU':>10} {'default':>8} {'/(v*cal)':>8} {'calib fl':>8} {'worker':>8} "
+          f"{'/(v*cal)':>8} {'wrk/def':>7} {'quota':>8} {'quo/def':>7}")
+    for t in table:
+        print(f"{t['vcpus']:>5} {fmt(t['calib_ips']):>10} {fmt(t['default_ips']):>8} {fmt(t['default_over_calib'], 1):>8} "
+              f"{fmt(t['calib-worker_ips']):>8} {fmt(t['worker_ips']):>8} {fmt(t['worker_over_calib'], 1):>8} "
+              f"{fmt(t['worker_over_default'], 1):>7} {fmt(t['quota_ips']):>8} {fmt(t['quota_over_default'], 1):>7}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
