@@ -15,7 +15,8 @@
 # usage: bash benchmarks/gpu_sweep.sh [workload entries...]   (default: all five)
 # env:   RUNS (store and per-workload reports; default ./gpu-runs), OUT (copies for the caller),
 #        SIZER_DATA (datasets, on the disk to throttle; default /root/sizer-data), SLICE, GPU,
-#        REPORT=0 (skip the store-wide report, cost and accuracy after the slice)
+#        REPORT=0 (skip the store-wide report, cost and accuracy after the slice), PLAIN=0 (skip the
+#        plain PyTorch loop), SWEEP_ARGS (more `sizer sweep` options, e.g. "--budget 12 --no-calibrate")
 # exit:  0 every entry complete, 3 a slice ended with points left (run it again), 4 a sweep failed
 set -uo pipefail
 T0=$(date +%s)
@@ -37,7 +38,7 @@ log=$OUT/gpu_sweep.log
   echo "== $(date -u +%FT%TZ) slice ${SLICE} on $(hostname)"
   [ -s "$RUNS/probe.json" ] || sizer probe --path "$(dirname "$DATA")" --json > "$RUNS/probe.json"
   # Harness fidelity, once per store: a plain PyTorch loop next to the sweep's synthetic-input point.
-  [ -s "$RUNS/plain_resnet50.json" ] || python3 benchmarks/plain_resnet50.py --json > "$RUNS/plain_resnet50.json"
+  [ "${PLAIN:-1}" = 0 ] || [ -s "$RUNS/plain_resnet50.json" ] || python3 benchmarks/plain_resnet50.py --json > "$RUNS/plain_resnet50.json"
   complete=1
   for entry in "${ENTRIES[@]}"; do
     left=$(( slice_s - ($(date +%s) - T0) ))
@@ -46,7 +47,7 @@ log=$OUT/gpu_sweep.log
     echo "== $entry: up to ${left}s"
     timeout -s INT -k 60 $(( left + 120 )) sizer sweep --workloads "$entry" --vcpus "$VCPUS" --disks "$DISKS" \
       --ram "$RAM" --data "$DATA" --store "$STORE" --out "$RUNS/$name" --resume --max-time "${left}s" \
-      ${GPU:+--gpu "$GPU"} --json > "$RUNS/$name.json"
+      ${GPU:+--gpu "$GPU"} ${SWEEP_ARGS:-} --json > "$RUNS/$name.json"
     rc=$?
     python3 - "$RUNS/$name.json" <<'EOF'
 import json, sys

@@ -14,6 +14,7 @@ export RUNS OUT=$RUNS/out
 source benchmarks/gpu/setup.sh
 echo "== campaign $(date -u +%FT%TZ): $*"
 nvidia-smi -L 2>/dev/null
+python3 -c 'import lmdb; print("lmdb", lmdb.__version__)' || echo "lmdb missing: imagenet-preprocess (format lmdb) will fail"
 for step in "$@"; do
   if [ "$step" = variants ]; then
     [ -s "$RUNS/loader_variants.json" ] && continue
