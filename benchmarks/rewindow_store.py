@@ -7,7 +7,13 @@ with the current rule: median window rate, spread, window rates and the ok/noisy
 changed point keeps its previous figures under result.extra["rewindowed"]. Points already
 derived this way are left alone, so running it twice changes nothing.
 
-Usage: python benchmarks/rewindow_store.py STORE [--spread-target 0.05]
+`--first-seconds S --workload NAME`: re-derive NAME's points from their first S seconds of measured
+steps only. Meters before CHECK_EVERY_S judged the spread at every step once `min_seconds` (a third
+of the budget) of the window had passed, at a cost growing with the steps so far; a workload of
+many fast steps (ptb-lstm-train: 6 ms) slowed down from then on. The steps before it are untouched
+by that cost: S = the sweep's budget / 3.
+
+Usage: python benchmarks/rewindow_store.py STORE [--spread-target 0.05] [--first-seconds S --workload NAME]
 """
 
 from __future__ import annotations
@@ -23,22 +29,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from workloads import stats  # noqa: E402
 
 
-def rewindow(path: Path, spread_target: float = 0.05, n_windows: int = 5) -> list[tuple[str, float, float]]:
-    """Returns (key, old throughput, new throughput) of every point changed."""
+def _rederive(path: Path, rule, spread_target: float, n_windows: int, workload: str | None = None
+              ) -> list[tuple[str, float, float]]:
+    """Apply `rule(result) -> (steps, round_steps, note) | None` to every usable point not yet
+    re-derived (of `workload` when given); returns (key, old throughput, new throughput) of each change."""
     changed = []
     conn = sqlite3.connect(path)
     with conn:
-        for point_id, key, status, raw in conn.execute("SELECT id, key, status, result FROM points").fetchall():
+        query, args = "SELECT id, key, status, result FROM points", ()
+        if workload is not None:
+            query, args = query + " WHERE workload=?", (workload,)
+        for point_id, key, status, raw in conn.execute(query, args).fetchall():
             result = json.loads(raw)
             extra = result.setdefault("extra", {})
-            workers = extra.get("loader_workers")
-            if status not in ("ok", "noisy") or "rewindowed" in extra or not isinstance(workers, int) or workers < 2:
+            chosen = rule(result) if status in ("ok", "noisy") and "rewindowed" not in extra else None
+            if chosen is None:
                 continue
-            throughput, spread, rates = stats.summarize(result.get("steps") or [], n_windows, workers)
+            steps, round_steps, note = chosen
+            throughput, spread, rates = stats.summarize(steps, n_windows, round_steps)
             if throughput <= 0:
                 continue
             extra["rewindowed"] = {"throughput": result["throughput"], "spread": result["spread"],
-                                   "window_rates": result.get("window_rates"), "round_steps": workers}
+                                   "window_rates": result.get("window_rates"), **note}
             short = bool(extra.get("window_short"))
             new_status = "ok" if spread <= spread_target and not short else "noisy"
             result.update(throughput=throughput, spread=spread, window_rates=rates, status=new_status)
@@ -49,15 +61,58 @@ def rewindow(path: Path, spread_target: float = 0.05, n_windows: int = 5) -> lis
     return changed
 
 
+def rewindow(path: Path, spread_target: float = 0.05, n_windows: int = 5) -> list[tuple[str, float, float]]:
+    """Round-aligned windows for every loader-fed point; returns the changes."""
+
+    def rule(result: dict):
+        workers = result["extra"].get("loader_workers")
+        if not isinstance(workers, int) or workers < 2:
+            return None
+        return result.get("steps") or [], workers, {"round_steps": workers}
+
+    return _rederive(path, rule, spread_target, n_windows)
+
+
+def first_seconds(steps: list, seconds: float) -> list:
+    """Warm-up steps, then the measured steps that ended within `seconds` of measured time."""
+    out, measured = [], 0.0
+    for row in steps:
+        if len(row) > 2 and row[2]:
+            out.append(row)
+            continue
+        measured += float(row[0])
+        if measured > seconds:
+            break
+        out.append(row)
+    return out
+
+
+def rewindow_prefix(path: Path, workload: str, seconds: float, spread_target: float = 0.05,
+                    n_windows: int = 5) -> list[tuple[str, float, float]]:
+    """Re-derive `workload`'s points from their first `seconds` of measured steps (see the module's
+    docstring); returns the changes."""
+    note = {"rule": f"first {seconds:g} s of measured steps, before per-step spread checks"}
+    return _rederive(path, lambda result: (first_seconds(result.get("steps") or [], seconds), 1, note),
+                     spread_target, n_windows, workload)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("store", type=Path)
     parser.add_argument("--spread-target", type=float, default=0.05)
+    parser.add_argument("--first-seconds", type=float, help="keep only this many seconds of measured steps")
+    parser.add_argument("--workload", help="the workload whose points --first-seconds re-derives")
     args = parser.parse_args(argv)
     if not args.store.is_file():
         print(f"rewindow_store: error: no store at {args.store}", file=sys.stderr)
         return 2
-    changed = rewindow(args.store, args.spread_target)
+    if (args.first_seconds is None) != (args.workload is None):
+        print("rewindow_store: error: --first-seconds and --workload go together", file=sys.stderr)
+        return 2
+    if args.first_seconds is not None:
+        changed = rewindow_prefix(args.store, args.workload, args.first_seconds, args.spread_target)
+    else:
+        changed = rewindow(args.store, args.spread_target)
     for key, old, new in changed:
         print(f"{key:<60} {old:>10.1f} -> {new:>10.1f}  ({new / old - 1:+.1%})")
     print(f"{len(changed)} point(s) re-derived")

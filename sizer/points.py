@@ -30,6 +30,7 @@ OPTIONAL_COLUMNS = (
     "calibration_ips",  # per-vCPU decode-and-augment rate of the host (images/s)
     "input",  # files / lmdb / tar / rec / synthetic
     "decode",  # cpu / gpu
+    "reads_once",  # true when the job reads each sample once (default: what the workload declares)
 )
 USABLE_STATUSES = ("ok", "noisy")
 
@@ -56,6 +57,11 @@ class Point:
     input: str = ""
     decode: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    reads_once: bool | None = None  # None: what the registered workload declares (Workload.reads_once)
+
+    def __post_init__(self) -> None:
+        if self.reads_once is None:
+            self.reads_once = workload_reads_once(self.workload)
 
     @property
     def usable(self) -> bool:
@@ -79,6 +85,25 @@ _FLOAT_OPTIONAL = {
     "footprint_gib",
     "calibration_ips",
 }
+
+
+def workload_reads_once(name: str) -> bool:
+    """Whether a registered workload reads each sample once; unknown workloads (imported points of
+    another tool) are taken to read their data every pass, as training does."""
+    from workloads import load_all
+
+    cls = load_all().get(name)
+    return bool(cls is not None and cls.reads_once)
+
+
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def _flag(text: str, row: int, column: str) -> bool:
+    low = text.strip().lower()
+    if low in _TRUE or low in _FALSE:
+        return low in _TRUE
+    raise SizerError(f"row {row}, column {column!r}: not true or false: {text!r}")
 
 
 def _number(text: str, row: int, column: str, integer: bool = False) -> float:
@@ -127,7 +152,10 @@ def parse_points_csv(text: str, name: str = "points.csv") -> list[Point]:
             value = raw.get(col)
             if value in (None, ""):
                 continue
-            kwargs[col] = _number(value, i, col) if col in _FLOAT_OPTIONAL else value
+            if col == "reads_once":
+                kwargs[col] = _flag(value, i, col)
+            else:
+                kwargs[col] = _number(value, i, col) if col in _FLOAT_OPTIONAL else value
         points.append(Point(**kwargs))
     if not points:
         raise SizerError(f"{name}: no points")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from sizer.diskclasses import load_disk_classes
+from sizer.errors import SizerError
 from sizer.model import Param, Prediction, cpu_scale, fit_points, group_points, simulate_points
 from sizer.points import Point
 
@@ -369,3 +371,64 @@ def test_a_first_pass_point_is_predicted_as_measured_reading_everything_from_dis
     assert cold.throughput < steady.throughput  # a later pass finds the dataset in the page cache
     held_out.extra["epochs"] = 2.0
     assert fit.predict_measured(held_out).throughput == pytest.approx(steady.throughput)
+
+
+def test_a_one_pass_job_counts_as_first_pass_from_its_image_counts(disk_classes):
+    """imagenet-preprocess reads its folder once: stored points that give only how many images of the
+    pass were done (no `epochs`) still read everything from the disk, whatever the RAM."""
+    per_vcpu, b_mb = 200.0, 0.11
+    points = []
+    for v in (4, 8, 16):
+        for ram in (8.0, 32.0):
+            for disk, cap in (("local-nvme", None), ("standard", 140.0)):
+                rate = per_vcpu * v if cap is None else min(per_vcpu * v, cap / b_mb)
+                points.append(Point("w", v, ram, disk, rate, "images/s", read_mb_per_sample=b_mb, footprint_gib=0.5,
+                                    dataset_gib=5.0, extra={"images_done": 20_000, "images_total": 45_000}))
+    fit = _fit(points, disk_classes)
+    assert fit.loo_max_ape is not None and fit.loo_max_ape < 0.02
+    assert fit.predict_measured(points[-1]).throughput == pytest.approx(140.0 / b_mb, rel=0.02)
+
+
+def test_a_ceiling_not_reached_is_the_level_the_points_share_not_their_highest(disk_classes):
+    """30 points of a flat, noisy rate (ptb-lstm-train on an H200 read 90,000 to 129,000 tokens/s at
+    every shape): the lower bound of the ceiling follows the fitted level, so one high point does
+    not make every instance look short of it."""
+    rng = np.random.default_rng(7)
+    points = [Point("w", v, ram, disk, 100_000.0 * (1 + 0.06 * rng.standard_normal()), "tokens/s")
+              for v in (2, 4, 8, 12, 16) for ram in (8.0, 32.0) for disk in ("local-nvme", "ssd", "standard")]
+    points[5].throughput = 130_000.0
+    fit = _fit(points, disk_classes)
+    assert fit.ceiling < 112_000.0
+    assert fit.predict(2, 8.0, None).throughput >= 0.95 * fit.ceiling
+    assert fit.loo_median_ape < 0.08
+
+
+def test_a_job_that_reads_once_gets_nothing_from_ram_beyond_its_footprint(disk_classes):
+    b_mb = 0.11
+    points = [Point("w", v, ram, disk, min(200.0 * v, (cap or 1e12) / b_mb), "images/s", read_mb_per_sample=b_mb,
+                    footprint_gib=1.0, dataset_gib=5.0, extra={"epochs": 0.4}, reads_once=True)
+              for v in (2, 4, 8, 16) for ram in (8.0, 32.0) for disk, cap in (("local-nvme", None), ("standard", 140.0))]
+    once = _fit(points, disk_classes)
+    assert once.reads_once and any("reads each sample once" in n for n in once.notes)
+    big = once.predict(16, 256.0, 140.0)  # 256 GiB would cache the 5 GiB dataset many times over
+    assert big.throughput == pytest.approx(140.0 / b_mb, rel=0.02) and big.bottleneck == "disk"
+    assert big.ram_needed_gib is None  # no RAM lifts it
+    for p in points:
+        p.reads_once = False
+    again = _fit(points, disk_classes)
+    assert again.predict(16, 256.0, 140.0).throughput > 1.5 * big.throughput  # training's later epochs are cached
+
+
+def test_reads_once_comes_from_the_workload_and_round_trips_through_points_csv(tmp_path):
+    from sizer.points import read_points_csv, write_points_csv
+
+    assert Point("imagenet-preprocess", 2, 8.0, "ssd", 1.0, "images/s").reads_once
+    assert Point("resnet50-infer", 2, 8.0, "ssd", 1.0, "images/s").reads_once
+    assert not Point("resnet50-train", 2, 8.0, "ssd", 1.0, "images/s").reads_once
+    assert not Point("someone-elses-job", 2, 8.0, "ssd", 1.0, "images/s").reads_once
+    path = tmp_path / "points.csv"
+    write_points_csv([Point("someone-elses-job", 2, 8.0, "ssd", 1.0, "images/s", reads_once=True)], path)
+    assert read_points_csv(path)[0].reads_once is True
+    path.write_text(path.read_text().replace("True", "maybe"))
+    with pytest.raises(SizerError, match="reads_once"):
+        read_points_csv(path)

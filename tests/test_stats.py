@@ -64,3 +64,22 @@ def test_meter_windows_span_whole_loader_rounds():
     assert short.done()  # past the hard stop (budget 0) with at least one step per window
     result = short.finish(Result(workload="w", framework="f", unit="u/s", profile="cpu-small"), 1)
     assert result.status == "noisy" and "10 of 80" in result.extra["window_short"]
+
+
+def test_meter_judges_the_spread_a_few_times_a_second_not_at_every_step():
+    """Judging the spread costs time in the number of steps so far; done per step it slowed a fast
+    workload as its window grew (ptb-lstm-train: 6 ms steps became 10 ms). Fast steps must be judged
+    at most every CHECK_EVERY_S of measured time; slow steps still at every step."""
+    from workloads.measure import Meter
+
+    never = -1.0  # a spread target no window can meet: the meter judges until the budget ends
+    fast = Meter(warmup_steps=0, time_budget_s=3600.0, min_steps=1, min_seconds=0.0, gpu=False, spread_target=never)
+    for _ in range(20_000):  # 20 s of 1 ms steps
+        fast.step(0.001, 1.0)
+        assert not fast.done()
+    assert fast.spread_checks <= 20.0 / Meter.CHECK_EVERY_S + 1
+    slow = Meter(warmup_steps=0, time_budget_s=3600.0, min_steps=1, min_seconds=0.0, gpu=False, spread_target=never)
+    for i in range(10):
+        slow.step(1.0, 100.0 + i)
+        slow.done()
+    assert slow.spread_checks == 10 - (slow.min_steps - 1)  # every step once enough steps are in

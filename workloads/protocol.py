@@ -102,6 +102,10 @@ class Workload(abc.ABC):
     stresses: ClassVar[str] = ""
     # Interpreter the workload must run in: "" for sizer's own, "mxnet" for the MXNet environment.
     interpreter: ClassVar[str] = ""
+    # A job that reads each sample once (preprocessing a folder, batch inference over a corpus): no
+    # later pass finds its data in the page cache, so RAM beyond its own footprint cannot lift a disk
+    # bound, whatever the dataset's size. Training reads its dataset every epoch.
+    reads_once: ClassVar[bool] = False
     defaults: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def config_for(self, spec: Spec) -> dict[str, Any]:
@@ -137,6 +141,7 @@ class Workload(abc.ABC):
             "dataset": cls.dataset,
             "stresses": cls.stresses,
             "interpreter": cls.interpreter or "sizer",
+            "reads_once": cls.reads_once,
             "profiles": sorted(cls.defaults),
         }
 

@@ -502,6 +502,7 @@ def run_epochs(
         if stopped or pass_samples or batches_this_run == 0:
             break
         pass_done()  # a finite loader ran out: one pass; go again
+        batches_this_run = 0  # counted whole in `passes` now (matters when max_passes ends the loop)
     for dt, k in clock.flush():
         meter.step(dt, k)
     if pass_samples:
