@@ -16,7 +16,8 @@
 # env:   RUNS (store and per-workload reports; default ./gpu-runs), OUT (copies for the caller),
 #        SIZER_DATA (datasets, on the disk to throttle; default /root/sizer-data), SLICE, GPU,
 #        REPORT=0 (skip the store-wide report, cost and accuracy after the slice), PLAIN=0 (skip the
-#        plain PyTorch loop), SWEEP_ARGS (more `sizer sweep` options, e.g. "--budget 12 --no-calibrate")
+#        plain PyTorch loop), SWEEP_ARGS (more `sizer sweep` options, e.g. "--budget 12 --no-calibrate"),
+#        REPEAT (measure a point again when its windows spread by more; default 0.2, empty: never)
 # exit:  0 every entry complete, 3 a slice ended with points left (run it again), 4 a sweep failed
 set -uo pipefail
 T0=$(date +%s)
@@ -27,6 +28,7 @@ DATA=${SIZER_DATA:-/root/sizer-data}
 VCPUS=${VCPUS:-2,4,8,12,16}
 DISKS=${DISKS:-local-nvme,ssd,standard}
 RAM=${RAM:-8G,32G}
+REPEAT=${REPEAT-0.2}
 if [ $# -gt 0 ]; then ENTRIES=("$@"); else
   ENTRIES=(resnet50-train resnet50-train:decode=gpu resnet50-infer:split=train imagenet-preprocess ptb-lstm-train)
 fi
@@ -47,7 +49,7 @@ log=$OUT/gpu_sweep.log
     echo "== $entry: up to ${left}s"
     timeout -s INT -k 60 $(( left + 120 )) sizer sweep --workloads "$entry" --vcpus "$VCPUS" --disks "$DISKS" \
       --ram "$RAM" --data "$DATA" --store "$STORE" --out "$RUNS/$name" --resume --max-time "${left}s" \
-      ${GPU:+--gpu "$GPU"} ${SWEEP_ARGS:-} --json > "$RUNS/$name.json"
+      ${GPU:+--gpu "$GPU"} ${REPEAT:+--repeat-noisy "$REPEAT"} ${SWEEP_ARGS:-} --json > "$RUNS/$name.json"
     rc=$?
     python3 - "$RUNS/$name.json" <<'EOF'
 import json, sys

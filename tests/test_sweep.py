@@ -314,3 +314,21 @@ def test_disks_verify_throttled_classes_within_15_percent_and_local_nvme_unthrot
     # is well above the fastest cap: no 300 MB/s throttle is in the way.
     assert nvme["measured_mbps"] > 300 * 1.15
     assert not list(target.iterdir())  # the scratch file is gone
+
+
+@pytest.mark.cgroup
+def test_repeat_noisy_measures_a_spread_out_point_again_and_stores_both(cli, tmp_path):
+    code, out, err = cli(*sweep_args(
+        tmp_path, "--workloads", "cpu-spin", "--vcpus", "1", "--ram", "1G", "--disks", "local-nvme", "--budget", "1.5",
+        "--repeat-noisy", "1e-9",  # no two windows agree that well: the point is measured twice
+    ))
+    assert code == 0, err
+    conn = sqlite3.connect(tmp_path / "s.sqlite")
+    (raw,), = conn.execute("SELECT result FROM points").fetchall()
+    conn.close()
+    result = json.loads(raw)
+    repeat = result["extra"]["repeat"]
+    assert repeat["kept"] in ("first", "second") and repeat["other"]["throughput"] > 0
+    assert result["spread"] <= repeat["other"]["spread"]  # the steadier of the two was kept
+    code, out, err = cli(*sweep_args(tmp_path, "--workloads", "cpu-spin", "--repeat-noisy", "-1"))
+    assert code == 2 and "--repeat-noisy" in err

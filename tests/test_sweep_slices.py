@@ -180,3 +180,39 @@ def test_machines_of_one_kind_are_told_apart_by_their_gpus(tmp_path):
     with pytest.raises(SizerError, match="cannot span two machines"):
         _check_same_host(store, sweep, b_id, b, tmp_path)
     store.close()
+
+
+def _run(status: str, throughput: float, spread: float, started: float):
+    from sizer.runner import PointRun
+    from workloads.protocol import Result
+
+    result = Result(workload="w", framework="f", unit="u/s", profile="gpu", status=status, throughput=throughput,
+                    spread=spread, window_rates=[throughput])
+    return PointRun(result=result, enforced={}, started=started, wall_s=1.0, returncode=0)
+
+
+def test_a_noisy_point_is_measured_again_and_the_steadier_one_kept():
+    from sizer.sweep import keep_steadier, wants_repeat
+
+    noisy = _run("noisy", 609.0, 0.27, started=100.0)
+    assert wants_repeat(noisy.result, 0.2) and not wants_repeat(noisy.result, 0.3) and not wants_repeat(noisy.result, None)
+    assert not wants_repeat(_run("oom", 0.0, 0.0, 0.0).result, 0.2)  # nothing measured to repeat
+    kept = keep_steadier(noisy, _run("ok", 801.0, 0.03, started=130.0))
+    assert kept.result.throughput == 801.0 and kept.started == 100.0  # the point's time covers both
+    assert kept.result.extra["repeat"]["kept"] == "second"
+    assert kept.result.extra["repeat"]["other"]["throughput"] == 609.0  # nothing measured is dropped unseen
+    first = _run("noisy", 700.0, 0.25, started=10.0)
+    assert keep_steadier(first, _run("error", 0.0, 0.0, started=40.0)).result.throughput == 700.0
+    assert keep_steadier(_run("noisy", 700.0, 0.21, 0.0), _run("noisy", 650.0, 0.40, 30.0)).result.throughput == 700.0
+
+
+def test_repeat_threshold_is_checked_before_any_work(tmp_path):
+    from sizer.errors import SizerError
+    from sizer.sweep import SweepOptions, plan_sweep
+
+    with pytest.raises(SizerError, match="--repeat-noisy"):
+        plan_sweep(SweepOptions(workloads=["cpu-spin"], vcpus=[1], ram_bytes=[2**30], disks=["local-nvme"],
+                                data_dir=tmp_path, out_dir=tmp_path, repeat_spread=0.0))
+    plan = plan_sweep(SweepOptions(workloads=["cpu-spin"], vcpus=[1], ram_bytes=[2**30], disks=["local-nvme"],
+                                   data_dir=tmp_path, out_dir=tmp_path, repeat_spread=0.2))
+    assert plan.config["repeat_spread"] == 0.2  # part of the plan: a resume keeps the same rule

@@ -177,6 +177,7 @@ def sweep(
     limits: Annotated[Optional[str], typer.Option("--limits", help="Limit backend: auto, cgroup-v2, cgroup-v1, affinity.")] = None,
     max_time: Annotated[Optional[str], typer.Option("--max-time", help="Start no point that would end later than this after the start (e.g. 9m, 540s): a slice of a longer sweep, continued with --resume.")] = None,
     cpu_quota: CpuQuota = False,
+    repeat_noisy: Annotated[Optional[float], typer.Option("--repeat-noisy", help="Measure a point once more when its windows spread by more than this (0.2 = 20%); the steadier measurement is kept, the other stored with it.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Measure workloads x instance shapes under real limits, point by point, and write the report.
@@ -212,6 +213,7 @@ def sweep(
         limits=limits,
         max_seconds=parse_duration(max_time, "--max-time") if max_time else None,
         cpu_quota=cpu_quota,
+        repeat_spread=repeat_noisy,
         command=_command_line(),
     )
     if opts.workloads is not None and not opts.workloads:
