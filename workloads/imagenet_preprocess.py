@@ -165,18 +165,9 @@ class ImagenetPreprocess(Workload):
                         f"{len(items)} images make {len(tasks)} chunks, too few to measure past the "
                         f"{meter.warmup_steps}-chunk warm-up: use a larger folder or a smaller chunk"
                     )
-                meter.finish(result, spec.vcpus)  # while the pool's processes live: their counters count
+                # While the pool's processes live: their counters count.
+                meter.finish(result, spec.vcpus, input_ended=not stopped_by_meter)
                 pool.terminate()
-            if not stopped_by_meter:
-                # The pass ended before the meter had a steady figure: the job's rate is the whole
-                # window's, not the median of its windows (seen on the dev host: a cold pass through
-                # a throttle ran fast, then stalled; its median window read 1,831 images/s while the
-                # bytes it read, 105 MB/s of 107 kB images, said about 1,000).
-                measured = [step for step in meter.steps if not step[2]]
-                seconds = sum(step[0] for step in measured)
-                if seconds > 0:
-                    result.throughput = sum(step[1] for step in measured) / seconds
-                    extra["figure"] = "whole window: the pass ended before a steady state"
             t_sync = time.perf_counter()
             writer.close()  # commits and fsyncs the shard
             extra["fsync_s"] = time.perf_counter() - t_sync

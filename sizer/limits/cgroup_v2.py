@@ -1,5 +1,6 @@
-"""cgroup v2 backend: cpuset.cpus for vCPUs (cpu.max where no cpuset can be set, or when asked), memory.max for RAM (page cache included),
-io.max for the disk class; cpu.stat, io.stat, memory.events and memory.peak for the figures.
+"""cgroup v2 backend: cpuset.cpus for vCPUs (cpu.max where no cpuset can be set, or when asked),
+memory.max for RAM (page cache included), io.max for the disk class; cpu.stat, io.stat,
+memory.events and memory.peak for the figures.
 
 Placement: v2 lets a cgroup hand controllers to children only while it holds no processes itself,
 so groups cannot go beneath the cgroup sizer runs in (it holds sizer, and on a GPU host seen, other
