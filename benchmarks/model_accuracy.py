@@ -11,7 +11,12 @@ predicts what was held out:
 Prints a table of median and max absolute percentage error per workload and method (and JSON with
 --json). Synthetic-input points (the GPU ceiling) always stay in the fit: they are not shapes.
 
-Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv) [--json]
+--host-speed divides the rate of every point whose vCPUs were busy (CPU util per vCPU >= 0.85) by
+its host-speed probe relative to the workload's median probe (see benchmarks/host_drift.py): what
+the model's error is once the shared host's changing speed is taken out. Points without a probe,
+and points bound by the GPU or the disk, are left as measured.
+
+Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv) [--host-speed] [--json]
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sizer.diskclasses import load_disk_classes  # noqa: E402
 from sizer.errors import SizerError  # noqa: E402
@@ -80,6 +86,27 @@ def evaluate(points: list[Point]) -> list[dict]:
     return rows
 
 
+BUSY = 0.85
+
+
+def normalize_host_speed(points: list[Point]) -> int:
+    """Divide busy points' rates by their relative probe (in place); returns how many changed."""
+    from host_drift import host_speed
+
+    changed = 0
+    for group in group_points(points).values():
+        probes = [host_speed(p) for p in group if host_speed(p)]
+        if not probes:
+            continue
+        median = statistics.median(probes)
+        for p in group:
+            speed = host_speed(p)
+            if speed and (p.cpu_util_per_vcpu or 0.0) >= BUSY:
+                p.throughput /= speed / median
+                changed += 1
+    return changed
+
+
 def _load(store: Path | None, input_file: Path | None) -> list[Point]:
     from sizer.commands.model import load_points
 
@@ -90,10 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", type=Path)
     parser.add_argument("--input", type=Path)
+    parser.add_argument("--host-speed", action="store_true", help="take the host's changing speed out first")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
-        rows = evaluate(_load(args.store, args.input))
+        points = _load(args.store, args.input)
+        if args.host_speed:
+            print(f"host speed: {normalize_host_speed(points)} busy point(s) divided by their relative probe",
+                  file=sys.stderr)
+        rows = evaluate(points)
     except SizerError as exc:
         print(f"model_accuracy: error: {exc}", file=sys.stderr)
         return 2

@@ -477,8 +477,14 @@ def _fit_workload(name, group, disk_classes, dataset_gib, disk_mbps, do_loo, smo
     g0 = g_meas if g_meas else float(y.max()) * 1.02
     d0 = d_meas if d_meas else None
     f0 = f_meas if f_meas is not None else 0.0
+    # Every point measured, and none read anything from the disk (a corpus loaded onto the device
+    # before the window): the disk does not bound this job, whatever its class.
+    reads = [p.read_mb_per_sample for p in real if p.read_mb_per_sample is not None]
+    reads_nothing = len(reads) == len(real) and max(reads) <= 0.0
     if b_meas:
         b0 = b_meas
+    elif reads_nothing:
+        b0 = 0.0
     elif throttled.any():
         miss0 = np.ones_like(m) if not d0 else np.clip(1 - (m - f0) / d0, 0.05, 1)
         b0 = float(np.min(bw[throttled] / (y[throttled] * miss0[throttled])))
@@ -489,10 +495,12 @@ def _fit_workload(name, group, disk_classes, dataset_gib, disk_mbps, do_loo, smo
     # The GPU ceiling is measured where synthetic-input points exist (input already on the device),
     # fitted otherwise.
     free = {"c", "s", "k"} | (set() if g_meas else {"G"})
-    if not b_meas and throttled.any():
+    if not b_meas and not reads_nothing and throttled.any():
         free.add("b")
     levels = len(set(v.tolist()))
     pre_notes: dict[str, str] = {}
+    if reads_nothing:
+        pre_notes["b"] = "no measured point read from the disk: the disk does not bound it"
     if levels < 3:
         free.discard("k")
         pre_notes["k"] = f"measured at {levels} vCPU level(s): contention (kappa) not identifiable, set to 0"

@@ -432,3 +432,28 @@ def test_reads_once_comes_from_the_workload_and_round_trips_through_points_csv(t
     path.write_text(path.read_text().replace("True", "maybe"))
     with pytest.raises(SizerError, match="reads_once"):
         read_points_csv(path)
+
+
+def test_a_job_that_never_read_the_disk_has_no_disk_term(disk_classes):
+    """A corpus loaded onto the GPU before the window (ptb-lstm-train): every point read 0 bytes, so
+    a throttled disk cannot bound it, even in a shape whose window ended inside its first pass (seen
+    on an H200: holding out the one such point left bytes-per-sample free, fitted at 1e6 MB, and the
+    held-out shape was predicted at 0 tokens/s)."""
+    rng = np.random.default_rng(3)
+    points = []
+    for v in (2, 4, 8, 12, 16):
+        for ram in (8.0, 32.0):
+            for disk in ("local-nvme", "ssd", "standard"):
+                points.append(Point("w", v, ram, disk, 110_000.0 * (1 + 0.05 * rng.standard_normal()), "tokens/s",
+                                    read_mb_per_sample=0.0, footprint_gib=1.2, dataset_gib=0.006,
+                                    extra={"epochs": 2.0}))
+    first_pass = next(p for p in points if (p.vcpus, p.ram_gib, p.disk_class) == (4, 32.0, "standard"))
+    first_pass.extra = {"epochs": 0.9}
+    fit = _fit([p for p in points if p is not first_pass], disk_classes)
+    predicted = fit.predict_measured(first_pass)
+    assert predicted.throughput == pytest.approx(110_000.0, rel=0.1)
+    assert "io" not in predicted.terms
+    assert fit.params["bytes_per_sample"].source == "fixed"
+    # one point that did read makes the disk a term again, fitted from the throttled shapes
+    points[0].read_mb_per_sample = 0.01
+    assert _fit(points, disk_classes).params["bytes_per_sample"].source != "fixed"

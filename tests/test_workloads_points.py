@@ -183,6 +183,9 @@ def test_worker_entry_runs_a_point_and_reports_bad_config(imagenet, tmp_path, re
     r = Result.from_json((tmp_path / "out.json").read_text())
     assert r.status in ("ok", "noisy") and r.throughput > 0 and r.wall_s > 0
     assert r.config["model"] == "resnet18" and r.counters["peak_rss_bytes"] > 0
+    speed = r.extra["host_speed"]  # the host's moment on one of the point's vCPUs, before and after
+    assert speed["before_mbps"] > 0 and speed["after_mbps"] > 0
+    assert 0.0 <= r.counters["steal_share"] <= 1.0
     assert json.loads((tmp_path / "out.json").read_text())["schema_version"] == 1
 
     bad = Spec(workload="resnet50-train", profile="cpu-small", data_dir=str(imagenet), config={"input": "floppy"})

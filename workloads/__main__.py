@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         workload.prepare(spec)
         return 0
 
+    from workloads.measure import cpu_speed_probe, process_age_s
+
+    speed_before = cpu_speed_probe()
     t0 = time.perf_counter()
     try:
         result = workload.run(spec)
@@ -54,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     result.wall_s = time.perf_counter() - t0
     timeline = result.extra.setdefault("timeline_s", {})
     if isinstance(timeline, dict):  # after the workload's own clean-up (loader workers stopped)
-        from workloads.measure import process_age_s
-
         timeline["run_returned"] = round(process_age_s(), 3)
+    # The host's speed on one of the point's vCPUs just before and after it (see cpu_speed_probe).
+    result.extra["host_speed"] = {"before_mbps": round(speed_before, 2), "after_mbps": round(cpu_speed_probe(), 2)}
     if args.out:
         _write(args.out, result)
     else:

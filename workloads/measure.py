@@ -72,6 +72,56 @@ def tree_counters(root: int | None = None) -> dict[str, float]:
     return {"cpu_seconds": cpu, "read_bytes": read, "rss_bytes": rss}
 
 
+def steal_seconds(cpus: set[int] | None = None) -> float | None:
+    """Seconds the hypervisor ran something else while these CPUs (default: this process's) wanted
+    to run: the `steal` column of /proc/stat's per-CPU lines. None where the kernel reports none."""
+    cpus = os.sched_getaffinity(0) if cpus is None else cpus
+    total, seen = 0, False
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
+            continue
+        fields = rest.split()
+        if len(fields) > 7:
+            total += int(fields[7])
+            seen = True
+    return total / _CLK_TCK if seen else None
+
+
+# A fixed piece of single-threaded work (zlib level 6 over 256 KiB of seeded pseudo-random text):
+# how fast one of this point's vCPUs runs right now. A shared host's vCPUs change speed over minutes
+# (seen on an H200 VM: the same 2-vCPU JPEG pipeline cost 3.6 to 4.7 ms of CPU per image within
+# 15 minutes), so a point's probe says how much of its figure is the host's moment, not the shape.
+_PROBE_BYTES = 256 * 1024
+_probe_buffer: bytes | None = None
+
+
+def cpu_speed_probe(seconds: float = 0.3) -> float:
+    """MB/s of zlib compression on one thread over about `seconds` (at least three rounds)."""
+    import random
+    import zlib
+
+    global _probe_buffer
+    if _probe_buffer is None:
+        rng = random.Random(0)
+        words = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(2000)]
+        text = bytearray()
+        while len(text) < _PROBE_BYTES:
+            text += rng.choice(words) + b" "
+        _probe_buffer = bytes(text[:_PROBE_BYTES])
+    rounds, t0 = 0, time.perf_counter()
+    while True:
+        zlib.compress(_probe_buffer, 6)
+        rounds += 1
+        elapsed = time.perf_counter() - t0
+        if rounds >= 3 and elapsed >= seconds:
+            return rounds * _PROBE_BYTES / elapsed / 1e6
+
+
 def peak_rss_bytes() -> int:
     """Peak RSS of this process or its largest reaped child, in bytes (ru_maxrss is KiB on Linux)."""
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -280,6 +330,7 @@ class Meter:
         # Where a point's time goes, in seconds since the worker process started (see finish).
         self.timeline: dict[str, float] = {"meter_created": process_age_s()}
         self._before: dict[str, float] = {}
+        self._steal_before: float | None = None
         self._after: dict[str, float] = {}
         self._gpu = GpuSampler() if gpu else None
 
@@ -299,6 +350,7 @@ class Meter:
             self.timeline["window_start"] = process_age_s() - seconds
             self._t_measure = time.perf_counter() - seconds
             self._before = tree_counters()
+            self._steal_before = steal_seconds()
             if self._gpu is not None:
                 self._gpu.start()
         self.steps.append([float(seconds), float(samples), 1.0 if warm else 0.0])
@@ -366,6 +418,10 @@ class Meter:
                 "page_cache_bytes": page_cache_bytes(),
             }
         )
+        steal_after = steal_seconds()
+        if self._steal_before is not None and steal_after is not None and wall > 0:
+            # share of the window the hypervisor kept this point's vCPUs from running
+            result.counters["steal_share"] = (steal_after - self._steal_before) / wall / max(1, len(os.sched_getaffinity(0)))
         if self._gpu is not None:
             result.counters.update(self._gpu.stop())
         for name, first in self.phases.items():

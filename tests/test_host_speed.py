@@ -1,0 +1,102 @@
+"""The host's moment, recorded beside every point: steal time and a single-thread speed probe."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+
+import pytest
+
+from workloads.measure import Meter, cpu_speed_probe, steal_seconds
+from workloads.protocol import Result
+
+
+def test_steal_is_read_per_cpu_and_only_for_cpus_that_exist():
+    mine = steal_seconds()
+    assert mine is not None and mine >= 0.0
+    assert steal_seconds({10**6}) is None  # no such CPU: nothing to report, not zero
+    one = steal_seconds({min(os.sched_getaffinity(0))})
+    assert one is not None and one <= mine + 0.05
+    assert steal_seconds() >= mine  # a counter: it never goes back
+
+
+def _spin(stop_at: float) -> None:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    while time.monotonic() < stop_at:
+        pass
+
+
+def _probe_on_first_cpu(queue) -> None:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    queue.put(cpu_speed_probe(0.4))
+
+
+def _probe(ctx) -> float:
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_probe_on_first_cpu, args=(queue,))
+    proc.start()
+    value = queue.get(timeout=30)
+    proc.join(timeout=30)
+    return value
+
+
+def test_probe_sees_a_vcpu_shared_with_another_busy_process():
+    """One busy process on the probe's CPU halves its share: the probe must read markedly slower."""
+    ctx = mp.get_context("fork")
+    alone = max(_probe(ctx) for _ in range(2))
+    spinner = ctx.Process(target=_spin, args=(time.monotonic() + 5.0,))
+    spinner.start()
+    try:
+        time.sleep(0.2)
+        shared = _probe(ctx)
+    finally:
+        spinner.terminate()
+        spinner.join()
+    assert alone > 0
+    assert shared < 0.75 * alone, f"probe alone {alone:.1f} MB/s, beside a busy process {shared:.1f} MB/s"
+
+
+def test_probe_runs_at_least_its_time_and_three_rounds():
+    t0 = time.perf_counter()
+    speed = cpu_speed_probe(0.05)
+    assert time.perf_counter() - t0 >= 0.05
+    assert speed > 0
+
+
+def test_meter_reports_the_steal_share_of_its_window():
+    meter = Meter(warmup_steps=0, time_budget_s=0.2, min_steps=1, gpu=False)
+    for _ in range(3):
+        meter.step(0.01, 1.0)
+    time.sleep(0.05)
+    result = meter.finish(Result(workload="w", framework="none", unit="items/s", profile="cpu-small"), vcpus=1)
+    assert 0.0 <= result.counters["steal_share"] <= 1.0
+
+
+def _point(v, rate, probe, util=0.98):
+    from sizer.points import Point
+
+    return Point("w", v, 8.0, "ssd", rate, "images/s", status="ok", cpu_util_per_vcpu=util,
+                 extra={"host_speed": {"before_mbps": probe, "after_mbps": probe}})
+
+
+def test_host_drift_divides_out_a_slow_moment_and_leaves_a_real_difference():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "host_drift.py"
+    spec = importlib.util.spec_from_file_location("host_drift", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # The same CPU-bound shape at three moments: the rate follows the host's speed.
+    points = [_point(v, 250.0 * v * s, 60.0 * s) for v in (2, 4) for s in (0.8, 1.0, 1.15)]
+    points.append(_point(4, 10.0, 60.0, util=0.1))  # a point whose vCPUs idled is left out
+    out = module.drift(points)
+    assert out["points"] == 6
+    assert out["correlation"] == pytest.approx(1.0, abs=1e-9)
+    assert out["scatter"] == pytest.approx(1.15 / 0.8 - 1)
+    assert out["scatter_normalized"] == pytest.approx(0.0, abs=1e-9)
+    # A rate that differs while the probe does not is not the host's moment.
+    flat = [_point(2, rate, 60.0) for rate in (400.0, 500.0, 600.0)]
+    out = module.drift(flat)
+    assert out["correlation"] is None and out["scatter_normalized"] == pytest.approx(0.5)
