@@ -71,6 +71,7 @@ def test_meter_reports_the_steal_share_of_its_window():
     time.sleep(0.05)
     result = meter.finish(Result(workload="w", framework="none", unit="items/s", profile="cpu-small"), vcpus=1)
     assert 0.0 <= result.counters["steal_share"] <= 1.0
+    assert 0.0 <= result.counters["main_cpu_cores"] < 0.5  # it slept through most of its window
 
 
 def _point(v, rate, probe, util=0.98):
@@ -100,3 +101,4 @@ def test_host_drift_divides_out_a_slow_moment_and_leaves_a_real_difference():
     flat = [_point(2, rate, 60.0) for rate in (400.0, 500.0, 600.0)]
     out = module.drift(flat)
     assert out["correlation"] is None and out["scatter_normalized"] == pytest.approx(0.5)
+

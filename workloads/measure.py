@@ -72,6 +72,11 @@ def tree_counters(root: int | None = None) -> dict[str, float]:
     return {"cpu_seconds": cpu, "read_bytes": read, "rss_bytes": rss}
 
 
+def _own_cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
 def steal_seconds(cpus: set[int] | None = None) -> float | None:
     """Seconds the hypervisor ran something else while these CPUs (default: this process's) wanted
     to run: the `steal` column of /proc/stat's per-CPU lines. None where the kernel reports none."""
@@ -93,9 +98,10 @@ def steal_seconds(cpus: set[int] | None = None) -> float | None:
 
 
 # A fixed piece of single-threaded work (zlib level 6 over 256 KiB of seeded pseudo-random text):
-# how fast one of this point's vCPUs runs right now. A shared host's vCPUs change speed over minutes
-# (seen on an H200 VM: the same 2-vCPU JPEG pipeline cost 3.6 to 4.7 ms of CPU per image within
-# 15 minutes), so a point's probe says how much of its figure is the host's moment, not the shape.
+# how fast one of this point's vCPUs runs right now. A shared host's vCPUs change speed from minute
+# to minute with no stolen time (seen on an H200 VM: one 4-vCPU preprocessing shape ran 888 to 1,062
+# images/s within four minutes, at 4.5 to 3.7 ms of CPU per image), so a point's probe hints how much
+# of its figure is the host's moment rather than the shape.
 _PROBE_BYTES = 256 * 1024
 _probe_buffer: bytes | None = None
 
@@ -331,6 +337,7 @@ class Meter:
         self.timeline: dict[str, float] = {"meter_created": process_age_s()}
         self._before: dict[str, float] = {}
         self._steal_before: float | None = None
+        self._main_cpu_before = 0.0
         self._after: dict[str, float] = {}
         self._gpu = GpuSampler() if gpu else None
 
@@ -351,6 +358,7 @@ class Meter:
             self._t_measure = time.perf_counter() - seconds
             self._before = tree_counters()
             self._steal_before = steal_seconds()
+            self._main_cpu_before = _own_cpu_seconds()
             if self._gpu is not None:
                 self._gpu.start()
         self.steps.append([float(seconds), float(samples), 1.0 if warm else 0.0])
@@ -418,6 +426,10 @@ class Meter:
                 "page_cache_bytes": page_cache_bytes(),
             }
         )
+        if wall > 0:
+            # The worker's own process (its training loop, pin-memory thread, CUDA launches) apart
+            # from its loader workers: near 1 core, that one loop may be what binds the point.
+            result.counters["main_cpu_cores"] = (_own_cpu_seconds() - self._main_cpu_before) / wall
         steal_after = steal_seconds()
         if self._steal_before is not None and steal_after is not None and wall > 0:
             # share of the window the hypervisor kept this point's vCPUs from running
