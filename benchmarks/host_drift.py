@@ -1,8 +1,8 @@
 """How much of a sweep's point-to-point scatter is the host's moment rather than the shape?
 
 On a shared (virtual) host a vCPU's speed changes over minutes. Every point records a single-thread
-probe of one of its vCPUs just before and after it (`extra.host_speed`, MB/s of zlib) and the share
-of its window the hypervisor stole (`counters.steal_share`). For each workload this prints, over
+probe of one of its vCPUs just before and after it (`extra.host_speed`, MB/s of zlib). For each
+workload this prints, over
 points whose vCPUs were busy (CPU util per vCPU >= --busy, default 0.85, or all points of a job
 bound by one thread's speed, with --all):
 
@@ -80,24 +80,14 @@ def drift(points: list[Point], busy: float = 0.85, every_point: bool = False) ->
             normalized.setdefault(v, []).append(p.throughput / speed)
     out.update(probe_min=min(probes), probe_max=max(probes), correlation=_pearson(rel_probe, rel_rate),
                scatter=_scatter(raw), scatter_normalized=_scatter(normalized))
-    steal = [p.extra.get("steal_share") for p in chosen if isinstance((p.extra or {}).get("steal_share"), (int, float))]
-    out["steal_max"] = max(steal) if steal else None
     return out
 
 
 def _load(store: Path) -> dict[str, list[Point]]:
+    from sizer.commands.model import load_points
     from sizer.model import group_points
-    from sizer.store import Store
 
-    points: list[Point] = []
-    with Store(store, create=False) as opened:
-        for sweep in opened.sweeps():
-            for (_, result), point in zip(opened.results(sweep.id), opened.points(sweep.id)):
-                steal = (result.counters or {}).get("steal_share")
-                if steal is not None:
-                    point.extra["steal_share"] = steal
-                points.append(point)
-    return group_points(points)
+    return group_points(load_points(store, None))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,12 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     def pct(x):
         return "-" if x is None else f"{x:.0%}"
 
-    print(f"{'workload':<34} {'pts':>4} {'probe MB/s':>14} {'r':>6} {'scatter':>8} {'divided':>8} {'steal':>6}")
+    print(f"{'workload':<34} {'pts':>4} {'probe MB/s':>14} {'r':>6} {'scatter':>8} {'divided':>8}")
     for name, r in rows.items():
         probe = "-" if r["probe_min"] is None else f"{r['probe_min']:.0f}-{r['probe_max']:.0f}"
         corr = "-" if r["correlation"] is None else f"{r['correlation']:.2f}"
         print(f"{name:<34} {r['points']:>4} {probe:>14} {corr:>6} {pct(r['scatter']):>8} "
-              f"{pct(r['scatter_normalized']):>8} {pct(r.get('steal_max')):>6}")
+              f"{pct(r['scatter_normalized']):>8}")
     return 0
 
 

@@ -33,6 +33,7 @@ from sizer.diskclasses import DiskClass, get_disk_class, load_disk_classes
 from sizer.errors import SizerError
 from sizer.limits import DiskThrottle, LimitBackend, LimitRequest, block_device_for, cleanup_leftovers, detect_backend
 from sizer.lock import HostLock
+from sizer.points import USABLE_STATUSES
 from sizer.runner import PointRun, interpreter_for, run_point
 from sizer.shapes import (
     HostCpus,
@@ -801,7 +802,7 @@ def run_sweep(
 
 def wants_repeat(result: Result, spread: float | None) -> bool:
     """A measured point whose windows spread by more than `spread` is measured once more."""
-    return spread is not None and result.status in ("ok", "noisy") and result.spread > spread
+    return spread is not None and result.status in USABLE_STATUSES and result.spread > spread
 
 
 def keep_steadier(first: PointRun, second: PointRun) -> PointRun:
@@ -809,9 +810,8 @@ def keep_steadier(first: PointRun, second: PointRun) -> PointRun:
     never replaces a measured first); the other's figures go with it under `extra["repeat"]`, so
     nothing measured is dropped unseen. The kept one carries the start of the first, so the point's
     stored time covers both."""
-    usable = ("ok", "noisy")
-    second_better = second.result.status in usable and (
-        first.result.status not in usable or second.result.spread < first.result.spread)
+    second_better = second.result.status in USABLE_STATUSES and (
+        first.result.status not in USABLE_STATUSES or second.result.spread < first.result.spread)
     kept, other = (second, first) if second_better else (first, second)
     kept.result.extra["repeat"] = {
         "kept": "second" if second_better else "first",
