@@ -1,7 +1,8 @@
 """A store's grid as Markdown: one table per workload variant, vCPUs down, (disk class, RAM) across.
 
 Each cell is the point's figure (its unit in the table's title), `OOM` / `timeout` / `error` for
-points that did not measure, `d` after a disk-bound point, `-` where the grid has no point. This is
+points that did not measure, `d` after a disk-bound point, `-` where the grid has no point; a shape
+measured in several passes shows its median and, in brackets, the range of its passes. This is
 how the tables of docs/PERFORMANCE.md are made.
 
 Usage: python benchmarks/grid_table.py --store examples/h200-sweep/sizer.sqlite [--workload NAME]
@@ -23,14 +24,17 @@ def _cell(point) -> str:
         return "-"
     if point.status not in ("ok", "noisy"):
         return point.status.upper() if point.status == "oom" else point.status
-    return f"{point.throughput:,.0f}" + (" d" if point.bottleneck == "disk" else "")
+    text = f"{point.throughput:,.0f}" + (" d" if point.bottleneck == "disk" else "")
+    rates = point.extra.get("pass_rates") or []
+    return text + (f" ({min(rates):,.0f}-{max(rates):,.0f})" if len(rates) > 1 else "")
 
 
 def grid_tables(points, only: str | None = None) -> list[str]:
     from sizer.model import SYNTHETIC_INPUT, group_points
+    from sizer.points import combine_passes
 
     out = []
-    for name, group in sorted(group_points(points).items()):
+    for name, group in sorted(group_points(combine_passes(points)).items()):
         if only and only not in name:
             continue
         real = [p for p in group if p.input != SYNTHETIC_INPUT]

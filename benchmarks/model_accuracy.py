@@ -3,7 +3,8 @@
 Loads points (a store or a points.csv), and per workload holds shapes out, fits on the rest and
 predicts what was held out:
 
-- leave-one-shape-out: every (vCPUs, RAM, disk class) shape in turn (all its repeats held out);
+- leave-one-shape-out: every (vCPUs, RAM, disk class) shape in turn; a shape measured in several
+  passes (`sizer sweep --passes`) is one point at its median, held out and compared as a whole;
 - held-out vCPU level: every vCPU level in turn (all shapes at that level held out), the
   extrapolation a sweep that skipped a level would have to make;
 - the fit's own leave-one-out over single points, for comparison.
@@ -16,7 +17,10 @@ its host-speed probe relative to the workload's median probe (see benchmarks/hos
 the model's error is once the shared host's changing speed is taken out. Points without a probe,
 and points bound by the GPU or the disk, are left as measured.
 
-Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv) [--host-speed] [--json]
+--passes K keeps only the measurements of the first K passes of a sweep measured with `--passes`:
+run with 1, 2, ... on one store, it shows, from one run, what each further pass bought.
+
+Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv) [--host-speed] [--passes K] [--json]
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sizer.diskclasses import load_disk_classes  # noqa: E402
 from sizer.errors import SizerError  # noqa: E402
 from sizer.model import SYNTHETIC_INPUT, fit_points, group_points  # noqa: E402
-from sizer.points import Point  # noqa: E402
+from sizer.points import Point, combine_passes  # noqa: E402
 
 
 def _fit_one(name: str, group: list[Point], table, loo: bool = True):
@@ -86,6 +90,13 @@ def evaluate(points: list[Point]) -> list[dict]:
     return rows
 
 
+def first_passes(points: list[Point], k: int) -> list[Point]:
+    """The measurements of the first `k` passes of a sweep measured with `--passes`."""
+    if k < 1:
+        raise SizerError(f"--passes wants 1 or more, got {k}")
+    return [p for p in points if int(p.extra.get("pass", 1)) <= k]
+
+
 BUSY = 0.85
 
 
@@ -118,14 +129,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", type=Path)
     parser.add_argument("--input", type=Path)
     parser.add_argument("--host-speed", action="store_true", help="take the host's changing speed out first")
+    parser.add_argument("--passes", type=int, metavar="K",
+                        help="use only the first K passes of a sweep measured with --passes (what fewer would have given)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
         points = _load(args.store, args.input)
+        if args.passes is not None:
+            points = first_passes(points, args.passes)
         if args.host_speed:
             print(f"host speed: {normalize_host_speed(points)} busy point(s) divided by their relative probe",
                   file=sys.stderr)
-        rows = evaluate(points)
+        # One point per shape: a shape measured in several passes is held out and compared at its
+        # median, as the model fits it (after the probe's correction of each measurement).
+        rows = evaluate(combine_passes(points))
     except SizerError as exc:
         print(f"model_accuracy: error: {exc}", file=sys.stderr)
         return 2

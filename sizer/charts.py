@@ -166,9 +166,21 @@ def _headroom(ax: Any, wl: dict[str, Any], values: list[float]) -> None:
     ax.set_ylim(0, top * 1.12)
 
 
-def _scatter(ax: Any, xs: list[float], ys: list[float], colour: str, marker: str, hollow: bool) -> None:
-    if not xs:
+def _highest(points: list[dict[str, Any]]) -> list[float]:
+    """Each point's highest measurement: the top of its range where it has one."""
+    return [max([p["measured"]] + list(p.get("pass_rates") or [])) for p in points]
+
+
+def _scatter(ax: Any, points: list[dict[str, Any]], x: str, colour: str, marker: str, hollow: bool) -> None:
+    """Measured points at their figure; a shape measured several times (`--passes`) is drawn at its
+    median with a line over the range of its measurements."""
+    if not points:
         return
+    xs, ys = [p[x] for p in points], [p["measured"] for p in points]
+    ranged = [p for p in points if p.get("pass_rates") and len(p["pass_rates"]) > 1]
+    if ranged:
+        ax.vlines([p[x] for p in ranged], [min(p["pass_rates"]) for p in ranged], [max(p["pass_rates"]) for p in ranged],
+                  color=colour, linewidth=1.0, alpha=0.7, zorder=2)
     if hollow:
         ax.scatter(xs, ys, facecolors="none", edgecolors=colour, marker=marker, s=30, zorder=3)
     else:
@@ -199,7 +211,7 @@ def vcpu_chart(wl: dict[str, Any], chart_id: str) -> str:
                 marker = decode_marker(decode, decodes)
                 for hollow in (False, True):
                     part = [p for p in sel if (p["ram_gib"] != curve["ram_gib"]) == hollow]
-                    _scatter(ax, [p["vcpus"] for p in part], [p["measured"] for p in part], colour, marker, hollow)
+                    _scatter(ax, part, "vcpus", colour, marker, hollow)
         gpu_alone = _gpu_alone(ax, wl, "vcpus")
         _ceiling(ax, wl.get("ceiling"), unit)
         label = _title(ax, f"{wl['workload']}: throughput vs vCPUs")
@@ -207,7 +219,7 @@ def vcpu_chart(wl: dict[str, Any], chart_id: str) -> str:
         ax.set_ylabel(f"throughput ({_plain(unit)})")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlim(left=0)
-        _headroom(ax, wl, [p["measured"] for p in points] + [y for ys in curve["by_disk"].values() for y in ys if y])
+        _headroom(ax, wl, _highest(points) + [y for ys in curve["by_disk"].values() for y in ys if y])
         other = any(p["ram_gib"] != curve["ram_gib"] for p in points)
         _legend(ax, disks, decodes, "measured at other RAM" if other else None, f"measured at {curve['ram_gib']:g} GiB",
                 gpu_alone)
@@ -231,14 +243,14 @@ def ram_chart(wl: dict[str, Any], chart_id: str) -> str:
             sel = [p for p in points if p["disk_class"] == disk]
             for hollow in (False, True):
                 part = [p for p in sel if (p["vcpus"] != curve["vcpus"]) == hollow]
-                _scatter(ax, [p["ram_gib"] for p in part], [p["measured"] for p in part], colour, "o", hollow)
+                _scatter(ax, part, "ram_gib", colour, "o", hollow)
         gpu_alone = _gpu_alone(ax, wl, "ram_gib")
         _ceiling(ax, wl.get("ceiling"), unit)
         label = _title(ax, f"{wl['workload']}: throughput vs host RAM")
         ax.set_xlabel(f"host RAM (GiB); curves at {curve['vcpus']} vCPUs")
         ax.set_ylabel(f"throughput ({_plain(unit)})")
         ax.set_xlim(left=0)
-        _headroom(ax, wl, [p["measured"] for p in points] + [y for ys in curve["by_disk"].values() for y in ys if y])
+        _headroom(ax, wl, _highest(points) + [y for ys in curve["by_disk"].values() for y in ys if y])
         other = any(p["vcpus"] != curve["vcpus"] for p in points)
         _legend(ax, disks, [], "measured at other vCPUs" if other else None, f"measured at {curve['vcpus']} vCPUs",
                 gpu_alone)

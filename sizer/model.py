@@ -29,7 +29,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from sizer.diskclasses import DiskClass
-from sizer.points import Point
+from sizer.points import Point, combine_passes
 
 SOURCES = ("fit", "measured", "disk-class", "fio", "fixed")
 SYNTHETIC_INPUT = "synthetic"
@@ -395,11 +395,12 @@ def fit_points(
     `disk_mbps` gives fio-measured read bandwidth per disk class (overrides the class cap).
     `smooth`: None chooses between `min` and a smooth minimum by leave-one-out error; True/False forces.
     Workloads without a usable point are left out (nothing can be fitted from failures alone).
+    A shape measured several times is fitted once, at its median (`points.combine_passes`).
     """
     if dataset_gib is not None and dataset_gib <= 0:
         raise ValueError("dataset_gib must be > 0")
     fits: dict[str, WorkloadFit] = {}
-    for name, group in group_points(points).items():
+    for name, group in group_points(combine_passes(points)).items():
         fit = _fit_workload(name, group, disk_classes, dataset_gib, disk_mbps or {}, loo, smooth)
         if fit is not None:
             real = [p for p in group if p.usable and p.input != SYNTHETIC_INPUT]

@@ -8,8 +8,10 @@ by `--input`, so measurements from elsewhere can be fitted and recommended from.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -94,6 +96,41 @@ def workload_reads_once(name: str) -> bool:
 
     cls = load_all().get(name)
     return bool(cls is not None and cls.reads_once)
+
+
+def _repeat_key(p: Point) -> tuple:
+    """What makes two points measurements of one thing: the workload as run, the shape, the GPU and
+    the host's CPU calibration (points of two hosts stay apart)."""
+    return (p.workload, p.profile, p.input, p.decode, p.unit, p.gpu_model, p.calibration_ips, p.reads_once,
+            p.vcpus, round(p.ram_gib, 4), p.disk_class)
+
+
+def combine_passes(points: Iterable[Point]) -> list[Point]:
+    """One point per shape where a shape was measured more than once (`sizer sweep --passes`, or
+    one shape in several sweeps of a host): the usable measurement with the median rate stands for
+    the shape (with an even count, the lower middle one, carrying the median of the two middle
+    rates), with every usable rate under `extra["pass_rates"]` and their range over the median under
+    `extra["pass_spread"]`. A median, not a mean, so one measurement at a slow moment of a shared
+    host does not move the shape. Failed measurements of a shape that has a usable one are dropped
+    (their count is kept in `extra["pass_failed"]`); shapes measured once come back unchanged, so
+    combining twice changes nothing."""
+    groups: dict[tuple, list[Point]] = {}
+    for p in points:
+        groups.setdefault(_repeat_key(p), []).append(p)
+    out: list[Point] = []
+    for group in groups.values():
+        usable = sorted((p for p in group if p.usable), key=lambda p: p.throughput)
+        if len(group) == 1 or not usable:
+            out.extend(group)
+            continue
+        middle = usable[(len(usable) - 1) // 2]
+        rates = [p.throughput for p in usable]
+        median = statistics.median(rates)
+        extra = dict(middle.extra, pass_rates=rates, pass_spread=(rates[-1] - rates[0]) / median)
+        if len(group) > len(usable):
+            extra["pass_failed"] = len(group) - len(usable)
+        out.append(dataclasses.replace(middle, throughput=median, extra=extra))
+    return out
 
 
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")

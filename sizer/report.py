@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from sizer import __version__
 from sizer.errors import SizerError
-from sizer.points import Point, write_points_csv
+from sizer.points import Point, combine_passes, write_points_csv
 
 RESULTS_SCHEMA_VERSION = 1
 DEFAULT_TARGET_GPU = "H100"
@@ -119,6 +119,7 @@ def _point_row(p: Point, predicted: float | None) -> dict[str, Any]:
         "bottleneck": p.bottleneck,
         "gpu_util_pct": p.gpu_util_pct,
         "read_mb_per_sample": p.read_mb_per_sample,
+        "pass_rates": p.extra.get("pass_rates"),  # every measurement of the shape, when more than one
     }
 
 
@@ -469,7 +470,7 @@ def build_context(
     from sizer.model import fit_points, group_points
     from sizer.recommend import recommend
 
-    points = list(points)
+    points = combine_passes(points)  # one figure per shape: the median of its passes
     if not points:
         raise SizerError("no points to report (measure some with `sizer sweep`, or give --input points.csv)")
     if not 0 < tolerance < 1:

@@ -7,8 +7,10 @@ something outside it, like the cloud instance it stands for.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -153,19 +155,21 @@ class PlannedPoint:
     shape: InstanceShape
     config: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
     ceiling: bool = False  # input already in memory (input=synthetic): the rate without CPU decode or disk
+    pass_no: int = 1  # which measurement of the shape this is (`sizer sweep --passes`)
 
     @property
     def key(self) -> str:
-        """Stable identity within a sweep: '<workload>/<profile>/<shape key>[/k=v,...]'."""
+        """Stable identity within a sweep: '<workload>/<profile>/<shape key>[/k=v,...][#pN]'."""
         base = f"{self.workload}/{self.profile}/{self.shape.key}"
         if self.config:
             base += "/" + ",".join(f"{k}={self.config[k]}" for k in sorted(self.config))
-        return base
+        return base if self.pass_no == 1 else f"{base}#p{self.pass_no}"
 
     def label(self) -> str:
         extra = " (ceiling: synthetic input)" if self.ceiling else ""
         settings = "" if self.ceiling or not self.config else " (" + ", ".join(f"{k}={self.config[k]}" for k in sorted(self.config)) + ")"
-        return f"{self.workload}{settings} @ {self.shape.label()}{extra}"
+        again = f" (pass {self.pass_no})" if self.pass_no > 1 else ""
+        return f"{self.workload}{settings} @ {self.shape.label()}{extra}{again}"
 
 
 def wants_ceiling(workload_name: str, dataset: str, inputs: tuple[str, ...] | None = None) -> bool:
@@ -187,14 +191,21 @@ def build_plan(
     profile: str,
     config: dict[str, Any] | None = None,
     ceiling: bool = True,
+    passes: int = 1,
 ) -> list[PlannedPoint]:
     """workloads x shapes, in a stable order (workload, disk, RAM, vCPUs), after one ceiling point
     (input=synthetic at the largest vCPU count and RAM) per image workload that takes synthetic input
     (see `wants_ceiling`). `workloads` holds (name, dataset[, inputs[, variant]]) tuples: `variant`
     is a config override of that entry alone (e.g. {"decode": "gpu"}), on top of `config`. Variants of
-    one workload share its ceiling point: input already in memory skips what a variant changes."""
+    one workload share its ceiling point: input already in memory skips what a variant changes.
+
+    `passes` > 1 measures every shape of an entry that many times, each pass after the grid's first
+    in another order (see `pass_order`), so that a host whose speed drifts over minutes does not
+    give one stretch of the grid all its slow moments."""
     if not workloads or not vcpus or not ram_gib or not disks:
         raise SizerError("empty plan: give at least one workload, vCPU count, RAM size and disk class")
+    if not 1 <= passes <= MAX_PASSES:
+        raise SizerError(f"--passes wants 1 to {MAX_PASSES} measurements of each shape, got {passes}")
     vcpus = sorted(set(vcpus))
     ram_gib = sorted(set(ram_gib))
     disks = list(dict.fromkeys(disks))
@@ -214,14 +225,30 @@ def build_plan(
             disk = "local-nvme" if "local-nvme" in disks else disks[0]
             cfg = dict(base_config, input="synthetic")
             points.append(PlannedPoint(name, profile, InstanceShape(max(vcpus), max(ram_gib), disk), cfg, ceiling=True))
-        for disk in disks:
-            for ram in ram_gib:
-                for v in vcpus:
-                    points.append(PlannedPoint(name, profile, InstanceShape(v, ram, disk), dict(point_config)))
+        grid = [PlannedPoint(name, profile, InstanceShape(v, ram, disk), dict(point_config))
+                for disk in disks for ram in ram_gib for v in vcpus]
+        for pass_no in range(1, passes + 1):
+            points.extend(dataclasses.replace(p, pass_no=pass_no) for p in pass_order(grid, pass_no))
     keys = [p.key for p in points]
     if len(keys) != len(set(keys)):
         raise SizerError("the plan has duplicate points (a workload listed twice with the same settings?)")
     return points
+
+
+MAX_PASSES = 9
+
+
+def pass_order(grid: list[PlannedPoint], pass_no: int) -> list[PlannedPoint]:
+    """The order of one pass over an entry's grid: the first in grid order, the second reversed (a
+    drift that is linear in time then gives every shape the same mean moment over the two), later
+    ones shuffled with a seed of the pass and the entry, so a resumed sweep keeps its order."""
+    if pass_no == 1:
+        return list(grid)
+    if pass_no == 2:
+        return list(reversed(grid))
+    order = list(grid)
+    random.Random(f"{grid[0].key if grid else ''}:{pass_no}").shuffle(order)
+    return order
 
 
 def round_up_gib(nbytes: float, step_gib: float = 0.5) -> float:

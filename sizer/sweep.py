@@ -106,6 +106,7 @@ class SweepOptions:
     max_seconds: float | None = None  # start no point that would end past this many seconds (a slice)
     cpu_quota: bool = False  # a CFS quota of the vCPUs on top of the cpuset (a container's CPU limit)
     repeat_spread: float | None = None  # measure a point once more when its windows spread by more
+    passes: int = 1  # measurements of every shape, at different moments (shapes.pass_order)
     command: str = ""
     report: bool = True
 
@@ -285,7 +286,8 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     if budget <= 0:
         raise SizerError(f"time budget must be positive, got {budget:g}")
     pairs = [(n, classes[n].dataset, getattr(classes[n], "inputs", None), variant) for n, variant in parsed]
-    points = build_plan(pairs, vcpus, ram_gib, disks, profile, config=opts.config, ceiling=opts.ceiling)
+    points = build_plan(pairs, vcpus, ram_gib, disks, profile, config=opts.config, ceiling=opts.ceiling,
+                        passes=opts.passes)
     store = Path(opts.store) if opts.store else (Path(opts.out_dir or DEFAULT_OUT) / STORE_NAME)
     config = {
         "workloads": entries,
@@ -301,6 +303,8 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     }
     if opts.cpu_quota:  # only when set, so sweeps stored before the option keep their plan's identity
         config["cpu_quota"] = True
+    if opts.passes != 1:  # only when set, as above
+        config["passes"] = int(opts.passes)
     if opts.repeat_spread is not None:
         if not 0 < opts.repeat_spread < 10:
             raise SizerError(f"--repeat-noisy wants a spread between 0 and 10 (0.2 = 20%), got {opts.repeat_spread:g}")
@@ -458,6 +462,8 @@ def measure_point(
         result.config = {**cls.defaults.get(point.profile, {}), **point.config}
     result.extra.setdefault("shape", point.shape.as_dict())
     result.extra["cpus"] = list(request.cpus)
+    if point.pass_no > 1:
+        result.extra["pass"] = point.pass_no
     if evicted is not None:
         result.extra["evicted"] = evicted
         result.extra.setdefault("dataset_bytes", dataset.nbytes)  # type: ignore[union-attr]
@@ -645,7 +651,7 @@ def _loaded_calibration(plan: SweepPlan, datasets: dict[str, Dataset], alone: In
 
 
 def _stored_summary(point: PlannedPoint, row: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": point.key, "workload": point.workload, **point.shape.as_dict(), "ceiling": point.ceiling}
+    out: dict[str, Any] = {"key": point.key, "workload": point.workload, **point.shape.as_dict(), "ceiling": point.ceiling, "pass": point.pass_no}
     out.update({"status": row["status"], "throughput": row["throughput"], "unit": row["unit"],
                 "spread": row["spread"], "bottleneck": row["bottleneck"], "stored": True,
                 "wall_s": round(row["finished"] - row["started"], 2)})
@@ -653,7 +659,7 @@ def _stored_summary(point: PlannedPoint, row: Any) -> dict[str, Any]:
 
 
 def _point_summary(point: PlannedPoint, result: Result, wall_s: float | None, skipped: bool = False) -> dict[str, Any]:
-    row: dict[str, Any] = {"key": point.key, "workload": point.workload, **point.shape.as_dict(), "ceiling": point.ceiling}
+    row: dict[str, Any] = {"key": point.key, "workload": point.workload, **point.shape.as_dict(), "ceiling": point.ceiling, "pass": point.pass_no}
     row["stored"] = skipped
     row.update(
         {
@@ -677,7 +683,7 @@ def dry_run_summary(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any]:
         "dry_run": True,
         "profile": plan.profile,
         "points": [
-            {"key": p.key, "workload": p.workload, **p.shape.as_dict(), "ceiling": p.ceiling,
+            {"key": p.key, "workload": p.workload, **p.shape.as_dict(), "ceiling": p.ceiling, "pass": p.pass_no,
              "settings": "" if p.ceiling else ", ".join(f"{k}={v}" for k, v in sorted(p.config.items())),
              "estimated_s": round(plan.estimate_point_s(p), 1)}
             for p in plan.points

@@ -272,8 +272,8 @@ def test_smooth_minimum_is_chosen_only_when_it_predicts_better(disk_classes):
     for v in GRID_VCPUS:
         x_cpu = 400.0 * v
         x = (2500.0 ** -3 + x_cpu ** -3) ** (-1 / 3)
-        for i in range(3):
-            points.append(Point("w", v, 48.0, "local-nvme", x * (1 + 0.003 * (i - 1)), "images/s"))
+        for i in range(3):  # three RAM sizes, all of which hold the data: three shapes on one curve
+            points.append(Point("w", v, 48.0 + 8 * i, "local-nvme", x * (1 + 0.003 * (i - 1)), "images/s"))
     smooth = _fit(points, disk_classes)
     assert smooth.model == "softmin"
     p = smooth.params["knee_sharpness"]

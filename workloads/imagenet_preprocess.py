@@ -77,6 +77,75 @@ def _process_chunk(task: tuple[str, list[tuple[str, int]], int, int, bool, int])
     return out
 
 
+def _serve(conn: Any, fn: Any) -> None:
+    """A worker's loop: a task in, `fn(task)` out, over the worker's own pipe."""
+    while True:
+        conn.send(fn(conn.recv()))
+
+
+class ChunkWorkers:
+    """N forked processes running `fn` on tasks, each fed over a pipe of its own, results taken as
+    they come.
+
+    Not `multiprocessing.Pool`: its workers share one task queue and one result queue, each behind
+    a lock, and `Pool.terminate()` with megabyte results in flight can hang for good (seen: 3 of 85
+    preprocessing points on an H200 host, at 12 and 16 vCPUs; `benchmarks/pool_stop.py` reproduces
+    it). Here no lock is shared: `stop()` kills the processes at any moment and nothing waits on them.
+    """
+
+    def __init__(self, processes: int, fn: Any = _process_chunk, depth: int = 2):
+        ctx = multiprocessing.get_context("fork")
+        self.depth = depth  # tasks queued per worker, so none waits for the next
+        self.conns: list[Any] = []
+        self.procs: list[Any] = []
+        for _ in range(processes):
+            mine, theirs = ctx.Pipe(duplex=True)
+            proc = ctx.Process(target=_serve, args=(theirs, fn), daemon=True)
+            proc.start()
+            theirs.close()
+            self.conns.append(mine)
+            self.procs.append(proc)
+
+    def imap_unordered(self, tasks: list[Any]):
+        from multiprocessing.connection import wait
+
+        todo = iter(tasks)
+        pending = {conn: 0 for conn in self.conns}
+
+        def feed(conn: Any) -> None:
+            task = next(todo, None)
+            if task is not None:
+                conn.send(task)
+                pending[conn] += 1
+
+        try:
+            for conn in self.conns:
+                for _ in range(self.depth):
+                    feed(conn)
+            while any(pending.values()):
+                for conn in wait([c for c, n in pending.items() if n]):
+                    part = conn.recv()
+                    pending[conn] -= 1
+                    feed(conn)
+                    yield part
+        except (EOFError, OSError):  # its end of the pipe closed under it
+            raise RuntimeError("a preprocessing worker process died (killed at the memory limit?)") from None
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+        for proc in self.procs:
+            proc.join()
+        for conn in self.conns:
+            conn.close()
+
+    def __enter__(self) -> "ChunkWorkers":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
 @register
 class ImagenetPreprocess(Workload):
     name = "imagenet-preprocess"
@@ -125,7 +194,7 @@ class ImagenetPreprocess(Workload):
              int(cfg["read_threads"]))
             for i in range(0, len(items), chunk)
         ]
-        # Warm-up: the pool's start and each process's first chunk (nothing is read ahead beyond that).
+        # Warm-up: the workers' start and each one's first chunk (nothing is read ahead beyond that).
         meter = Meter(
             warmup_steps=processes + 1,
             time_budget_s=spec.time_budget_s,
@@ -142,9 +211,9 @@ class ImagenetPreprocess(Workload):
         t_start = time.perf_counter()
         try:
             writer = formats.open_writer(fmt, out_parent, cfg["split"], fsync=True)
-            with multiprocessing.get_context("fork").Pool(processes) as pool:
+            with ChunkWorkers(processes) as workers:
                 last = time.perf_counter()
-                for part in pool.imap_unordered(_process_chunk, tasks):
+                for part in workers.imap_unordered(tasks):
                     for key, data, label, n_in in part:
                         writer.write(key, data, label)
                         bytes_in += n_in
@@ -165,9 +234,8 @@ class ImagenetPreprocess(Workload):
                         f"{len(items)} images make {len(tasks)} chunks, too few to measure past the "
                         f"{meter.warmup_steps}-chunk warm-up: use a larger folder or a smaller chunk"
                     )
-                # While the pool's processes live: their counters count.
+                # While the workers live: their counters count.
                 meter.finish(result, spec.vcpus, input_ended=not stopped_by_meter)
-                pool.terminate()
             t_sync = time.perf_counter()
             writer.close()  # commits and fsyncs the shard
             extra["fsync_s"] = time.perf_counter() - t_sync

@@ -113,6 +113,7 @@ def render_dry_run(data: dict[str, Any]) -> None:
         table.add_column(column, justify="left" if column in ("workload", "disk") else "right")
     for i, p in enumerate(data["points"], 1):
         name = p["workload"] + (" (synthetic input)" if p["ceiling"] else "") + (f" ({p['settings']})" if p.get("settings") else "")
+        name += f" (pass {p['pass']})" if p.get("pass", 1) > 1 else ""
         table.add_row(str(i), name, str(p["vcpus"]), f"{p['ram_gib']:g}", p["disk_class"], f"{p['estimated_s']:.0f}")
     console.print(table)
     from sizer.sweep import format_duration
@@ -138,6 +139,7 @@ def render_sweep(data: dict[str, Any]) -> None:
     table.add_column("s", justify="right")
     for p in data["points"]:
         name = p["workload"] + (" (synthetic)" if p.get("ceiling") else "")
+        name += f" (pass {p['pass']})" if p.get("pass", 1) > 1 else ""
         shape = f"{p['vcpus']} / {p['ram_gib']:g} / {p['disk_class']}"
         status = p["status"] + (" (stored)" if p.get("stored") else "")
         rate = f"{_fmt_rate(p.get('throughput'))} {p.get('unit', '')}".strip()
@@ -178,6 +180,7 @@ def sweep(
     max_time: Annotated[Optional[str], typer.Option("--max-time", help="Start no point that would end later than this after the start (e.g. 9m, 540s): a slice of a longer sweep, continued with --resume.")] = None,
     cpu_quota: CpuQuota = False,
     repeat_noisy: Annotated[Optional[float], typer.Option("--repeat-noisy", help="Measure a point once more when its windows spread by more than this (0.2 = 20%); the steadier measurement is kept, the other stored with it.")] = None,
+    passes: Annotated[int, typer.Option("--passes", help="Measure every shape this many times, each pass in another order (the second reversed, later ones shuffled); the model and the report take each shape's median. For hosts whose speed drifts over minutes (shared VMs).")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Measure workloads x instance shapes under real limits, point by point, and write the report.
@@ -191,6 +194,8 @@ def sweep(
       sizer sweep --workloads resnet50-train --vcpus 1,2,4 --ram 8G --disks local-nvme,standard
 
       sizer sweep --workloads resnet50-train,resnet50-train:decode=gpu --vcpus 2,4,8,16 --ram 8G,32G
+
+      sizer sweep --workloads resnet50-infer --vcpus 2,4,8 --passes 3 --max-time 9m --resume
     """
     from sizer.sweep import SweepOptions, run_sweep
 
@@ -214,6 +219,7 @@ def sweep(
         max_seconds=parse_duration(max_time, "--max-time") if max_time else None,
         cpu_quota=cpu_quota,
         repeat_spread=repeat_noisy,
+        passes=passes,
         command=_command_line(),
     )
     if opts.workloads is not None and not opts.workloads:

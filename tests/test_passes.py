@@ -1,0 +1,171 @@
+"""Shapes measured in several passes (`sizer sweep --passes`): the plan's order, one median figure
+per shape for the model and the report, and a real sweep of two passes in slices."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from sizer.errors import SizerError
+from sizer.model import simulate_points
+from sizer.points import Point, combine_passes
+from sizer.shapes import MAX_PASSES, build_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def own_lock(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIZER_LOCK_FILE", str(tmp_path / "sizer.lock"))
+
+
+def _plan(passes: int):
+    return build_plan([("resnet50-train", "imagenet", None, {})], vcpus=[1, 2, 4], ram_gib=[4, 8],
+                      disks=["local-nvme", "standard"], profile="cpu-small", passes=passes)
+
+
+def test_every_pass_measures_every_shape_in_another_order():
+    plan = _plan(3)
+    ceiling, rest = plan[0], plan[1:]
+    assert ceiling.ceiling and sum(p.ceiling for p in plan) == 1  # the GPU-alone point is measured once
+    grid = [p.shape for p in rest if p.pass_no == 1]
+    assert len(grid) == 12 and len(rest) == 36
+    by_pass = {n: [p.shape for p in rest if p.pass_no == n] for n in (1, 2, 3)}
+    assert [n for n in (p.pass_no for p in rest)] == sorted(p.pass_no for p in rest)  # pass after pass
+    assert by_pass[2] == list(reversed(by_pass[1]))
+    assert sorted(by_pass[3], key=str) == sorted(by_pass[1], key=str) and by_pass[3] not in (by_pass[1], by_pass[2])
+    assert [p.key for p in _plan(3)] == [p.key for p in plan]  # the same order again: a resume finds its points
+    keys = [p.key for p in plan]
+    assert len(set(keys)) == len(keys)
+    assert [p.key for p in plan if p.pass_no == 1] == [p.key for p in _plan(1)]  # one pass: keys as before
+    assert all(p.key.endswith(f"#p{p.pass_no}") and f"(pass {p.pass_no})" in p.label() for p in rest if p.pass_no > 1)
+
+
+@pytest.mark.parametrize("passes", [0, MAX_PASSES + 1])
+def test_passes_out_of_range_are_refused(passes):
+    with pytest.raises(SizerError, match="--passes wants 1 to"):
+        _plan(passes)
+
+
+def test_a_bad_passes_option_exits_2_before_any_work(cli, tmp_path):
+    code, out, err = cli("sweep", "--workloads", "cpu-spin", "--passes", "0", "--store", str(tmp_path / "s.sqlite"))
+    assert code == 2 and err.strip() == "sizer: error: --passes wants 1 to 9 measurements of each shape, got 0"
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def _point(rate: float, status: str = "ok", vcpus: int = 4, calibration: float | None = 300.0, **extra) -> Point:
+    return Point("w", vcpus, 8.0, "local-nvme", rate, "images/s", status=status, calibration_ips=calibration,
+                 extra=dict(extra))
+
+
+def test_a_shape_measured_several_times_stands_at_its_median():
+    slow, mid, fast = _point(800.0), _point(1000.0), _point(1050.0)
+    other = _point(1900.0, vcpus=8)
+    combined = combine_passes([slow, other, mid, fast])
+    assert len(combined) == 2
+    shape = next(p for p in combined if p.vcpus == 4)
+    assert shape.throughput == 1000.0 and shape.extra["pass_rates"] == [800.0, 1000.0, 1050.0]
+    assert shape.extra["pass_spread"] == pytest.approx(0.25)
+    assert next(p for p in combined if p.vcpus == 8) is other  # measured once: unchanged
+    assert mid.throughput == 1000.0 and "pass_rates" not in mid.extra  # the measurements are not modified
+    again = combine_passes(combined)
+    assert [(p.vcpus, p.throughput) for p in again] == [(p.vcpus, p.throughput) for p in combined]
+
+    even = combine_passes([_point(900.0), _point(1100.0)])
+    assert len(even) == 1 and even[0].throughput == 1000.0  # the median of the two
+    failed = combine_passes([_point(0.0, status="timeout"), _point(900.0), _point(0.0, status="oom")])
+    assert len(failed) == 1 and failed[0].throughput == 900.0 and failed[0].extra["pass_failed"] == 2
+    assert len(combine_passes([_point(0.0, status="oom"), _point(0.0, status="oom")])) == 2  # nothing to combine
+    # Two hosts (their own CPU calibrations) measuring one shape stay two points.
+    assert len(combine_passes([_point(900.0, calibration=300.0), _point(1000.0, calibration=350.0)])) == 2
+
+
+TRUTH = {"gpu_ceiling": 4000.0, "per_vcpu": 300.0, "usl_sigma": 0.02, "usl_kappa": 0.0,
+         "bytes_per_sample": 0.11, "footprint_gib": 6.0, "dataset_gib": 5.5}
+DISKS = {"local-nvme": None, "ssd": 300.0, "standard": 140.0}
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("model_accuracy", ROOT / "benchmarks" / "model_accuracy.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_the_median_of_three_passes_takes_a_slow_moment_out_of_the_held_out_error(tmp_path):
+    """A host that slows down for a while: in each pass a different stretch of the grid runs 25%
+    slow. One pass alone carries those points into the held-out error; the median of three does not."""
+    passes = []
+    for n in range(3):
+        points = simulate_points("w", TRUTH, (2, 4, 8, 12, 16), DISKS, (8.0, 32.0), noise=0.01, seed=n)
+        for i, p in enumerate(points):
+            if i % 3 == n:  # this pass's slow stretch
+                p.throughput *= 0.75
+            if n:
+                p.extra["pass"] = n + 1
+        passes.extend(points)
+    bench = _bench()
+
+    def held_out(points):
+        rows = bench.evaluate(combine_passes(points))
+        return next(r for r in rows if r["method"] == "leave-one-shape-out")
+
+    one = held_out(bench.first_passes(passes, 1))
+    three = held_out(bench.first_passes(passes, 3))
+    assert one["n"] == three["n"] == 30
+    assert one["max_ape"] > 0.2 and three["max_ape"] < 0.06 and three["median_ape"] < 0.03
+    with pytest.raises(SizerError, match="--passes wants 1 or more"):
+        bench.first_passes(passes, 0)
+
+
+def test_the_report_shows_the_median_and_the_range_of_a_shape(tmp_path):
+    from sizer.report import build_context, render_html
+
+    points = []
+    for n, factor in enumerate((1.0, 0.8, 1.05), start=1):
+        for p in simulate_points("w", TRUTH, (2, 4, 8, 16), {"local-nvme": None}, (32.0,), seed=n, gpu_model="H200"):
+            p.throughput *= factor
+            p.extra["pass"] = n
+            points.append(p)
+    context = build_context(points, gpu="H200")
+    (wl,) = context["workloads"]
+    real = [p for p in wl["points"] if p["input"] != "synthetic"]
+    assert len(real) == 4 and all(len(p["pass_rates"]) == 3 for p in real)
+    assert all(p["measured"] == pytest.approx(sorted(p["pass_rates"])[1]) for p in real)
+    assert wl["model"]["n_points"] == len(wl["points"])  # fitted once per shape
+    html = render_html(context)
+    assert html.count("median of 3:") == 5  # four shapes and the GPU-alone point
+
+
+@pytest.mark.cgroup
+def test_a_sweep_of_two_passes_in_slices_stores_both_and_reports_one_figure_per_shape(cli, tmp_path):
+    args = ["sweep", "--workloads", "cpu-spin", "--vcpus", "1,2", "--ram", "512M", "--disks", "local-nvme",
+            "--budget", "1", "--passes", "2", "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "out"),
+            "--data", str(tmp_path / "data"), "--no-calibrate", "--json"]
+    code, out, err = cli(*args, "--max-time", "12s")
+    assert code == 0, err
+    first = json.loads(out)
+    measured_first = [p for p in first["points"] if not p["stored"]]
+    assert measured_first and first.get("left", 0) == 4 - len(measured_first)
+    code, out, err = cli(*args, "--resume")
+    assert code == 0, err
+    second = json.loads(out)
+    assert "left" not in second and len(second["points"]) == 4
+    assert [(p["vcpus"], p["pass"]) for p in second["points"]] == [(1, 1), (2, 1), (2, 2), (1, 2)]
+    conn = sqlite3.connect(tmp_path / "s.sqlite")
+    rows = conn.execute("SELECT key, json_extract(result, '$.extra.pass') FROM points ORDER BY id").fetchall()
+    assert len(rows) == 4 and [r[1] for r in rows] == [None, None, 2, 2]
+    assert {r[0] for r in rows if r[1] == 2} == {"cpu-spin/cpu-small/2vcpu-0.5gib-local-nvme#p2",
+                                                  "cpu-spin/cpu-small/1vcpu-0.5gib-local-nvme#p2"}
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    (wl,) = results["workloads"]
+    assert [len(p["pass_rates"]) for p in wl["points"]] == [2, 2]
+    rates = {p["vcpus"]: p["pass_rates"] for p in wl["points"]}
+    assert all(min(r) > 0 for r in rates.values())
+    csv_rows = (tmp_path / "out" / "points.csv").read_text().strip().splitlines()
+    assert len(csv_rows) == 1 + 4  # every measurement, not the medians
