@@ -18,6 +18,8 @@
 #        REPORT=0 (skip the store-wide report, cost and accuracy after the slice), PLAIN=0 (skip the
 #        plain PyTorch loop), SWEEP_ARGS (more `sizer sweep` options, e.g. "--budget 12 --no-calibrate"),
 #        REPEAT (measure a point again when its windows spread by more; default 0.2, empty: never)
+#        On a shared VM host whose speed drifts, measure in passes instead of repeats:
+#        REPEAT= SWEEP_ARGS="--passes 2 --budget 10" (resnet50-infer: 60 points in 28 min on an H200)
 # exit:  0 every entry complete, 3 a slice ended with points left (run it again), 4 a sweep failed
 set -uo pipefail
 T0=$(date +%s)
