@@ -247,7 +247,7 @@ def pass_order(grid: list[PlannedPoint], pass_no: int) -> list[PlannedPoint]:
     if pass_no == 2:
         return list(reversed(grid))
     order = list(grid)
-    random.Random(f"{grid[0].key if grid else ''}:{pass_no}").shuffle(order)
+    random.Random(f"{grid[0].key}:{pass_no}").shuffle(order)
     return order
 
 

@@ -5,8 +5,9 @@ A DataLoader reads the `val` split (config `split`) from spec.data_dir in one of
 and its workers decode, resize and center-crop (256 -> 224 on the GPU profile, 128 -> 112 on
 cpu-small) and hand over uint8 images that the main process normalizes on the device
 (`normalize: worker` does it in the workers, as torchvision's reference does); the model runs
-without gradients in eval mode, in bf16 autocast with channels-last tensors on the GPU. Reports images/s and the per-batch latency (host batch in, logits ready; GPU
-time measured with CUDA events) at p50 and p99.
+without gradients in eval mode, in bf16 autocast with channels-last tensors on the GPU. Reports
+images/s and the per-batch latency (host batch in, logits ready; GPU time measured with CUDA events)
+at p50 and p99.
 """
 
 from __future__ import annotations
