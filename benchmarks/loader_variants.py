@@ -6,6 +6,8 @@ shared host falls on every variant alike):
 - `default`: resnet50-train as a sweep measures it (workers hand over uint8, normalized on the device);
 - `normalize=worker`: torchvision's reference recipe (ToTensor + Normalize in the workers, float batches);
 - `--cpu-quota`: the default plus a CFS quota of the vCPUs on top of the cpuset;
+- `serial-read`: the default with each worker reading its files one at a time (`read_threads=0`),
+  as torchvision's ImageFolder does, instead of a batch's files ahead on a few threads;
 - the calibration (`cpu-calibrate` with every vCPU of the shape decoding at once) for both per-image
   methods, so each pipeline is compared with its own per-vCPU rate times vCPUs.
 
@@ -30,6 +32,7 @@ VARIANTS = {
     "default": ("resnet50-train", [], False),
     "worker": ("resnet50-train", ["normalize=worker"], False),
     "quota": ("resnet50-train", [], True),
+    "serial-read": ("resnet50-train", ["read_threads=0"], False),
     "calib": ("cpu-calibrate", [], False),
     "calib-worker": ("cpu-calibrate", ["normalize=worker"], False),
 }
@@ -84,6 +87,8 @@ def summarize(rows: list[dict], vcpus: list[int]) -> list[dict]:
             "worker_over_calib": ratio(med["worker"], (med["calib-worker"] or 0) * v),
             "worker_over_default": ratio(med["worker"], med["default"]),
             "quota_over_default": ratio(med["quota"], med["default"]),
+            "serial-read_over_calib": ratio(med["serial-read"], (med["calib"] or 0) * v),
+            "default_over_serial-read": ratio(med["default"], med["serial-read"]),
         })
     return table
 
@@ -123,11 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "table": table}, indent=2))
     print(f"{'vCPUs':>5} {'calib/vCPU':>10} {'default':>8} {'/(v*cal)':>8} {'calib fl':>8} {'worker':>8} "
-          f"{'/(v*cal)':>8} {'wrk/def':>7} {'quota':>8} {'quo/def':>7}")
+          f"{'/(v*cal)':>8} {'wrk/def':>7} {'quota':>8} {'quo/def':>7} {'serial':>8} {'/(v*cal)':>8} {'def/ser':>7}")
     for t in table:
         print(f"{t['vcpus']:>5} {fmt(t['calib_ips']):>10} {fmt(t['default_ips']):>8} {fmt(t['default_over_calib'], 1):>8} "
               f"{fmt(t['calib-worker_ips']):>8} {fmt(t['worker_ips']):>8} {fmt(t['worker_over_calib'], 1):>8} "
-              f"{fmt(t['worker_over_default'], 1):>7} {fmt(t['quota_ips']):>8} {fmt(t['quota_over_default'], 1):>7}")
+              f"{fmt(t['worker_over_default'], 1):>7} {fmt(t['quota_ips']):>8} {fmt(t['quota_over_default'], 1):>7} "
+              f"{fmt(t['serial-read_ips']):>8} {fmt(t['serial-read_over_calib'], 1):>8} {fmt(t['default_over_serial-read'], 1):>7}")
     return 0
 
 

@@ -24,6 +24,7 @@ import io
 import os
 import struct
 import tarfile
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -389,14 +390,18 @@ class _PerProcessFds:
         self._fds: dict[str, int] = {}
 
     def get(self, path: str) -> int:
-        if self._pid != os.getpid():
-            self._fds = {}
-            self._pid = os.getpid()
-        fd = self._fds.get(path)
-        if fd is None:
-            fd = os.open(path, os.O_RDONLY)
-            self._fds[path] = fd
-        return fd
+        fd = self._fds.get(path) if self._pid == os.getpid() else None
+        if fd is not None:
+            return fd
+        with _open_lock:  # read-ahead threads (torch_common.ImageSamples) may ask at once
+            if self._pid != os.getpid():
+                self._fds = {}
+                self._pid = os.getpid()
+            fd = self._fds.get(path)
+            if fd is None:
+                fd = os.open(path, os.O_RDONLY)
+                self._fds[path] = fd
+            return fd
 
     def close(self) -> None:
         if self._pid == os.getpid():
@@ -448,13 +453,27 @@ class ImageFolder(_Reader):
 
 
 _lmdb_envs: dict[tuple[int, str], object] = {}
+_open_lock = threading.Lock()  # guards the per-process readers' lazy opening
+
+
+def _new_open_lock() -> None:
+    global _open_lock
+    _open_lock = threading.Lock()  # a fork while another thread held it must not leave it held
+
+
+os.register_at_fork(after_in_child=_new_open_lock)
 
 
 def _lmdb_env(path: Path, readahead: bool):
     """One read-only environment per path and process (lmdb refuses a second open in a process)."""
     key = (os.getpid(), str(path.resolve()))
     env = _lmdb_envs.get(key)
-    if env is None:
+    if env is not None:
+        return env
+    with _open_lock:  # two threads must not both open it
+        env = _lmdb_envs.get(key)
+        if env is not None:
+            return env
         import lmdb
 
         if any(pid != key[0] for pid, _ in _lmdb_envs):  # inherited through fork: unusable here

@@ -22,8 +22,8 @@ from workloads.protocol import Result, Spec, Workload, register
 
 
 def profiles(arch: str, gpu_size: int, gpu_resize: int, small_model: str, small_size: int, small_resize: int):
-    common = {"input": "files", "split": "val", "workers": None, "prefetch_factor": 2, "warmup_steps": 3,
-              "normalize": "device"}
+    common = {"input": "files", "split": "val", "workers": None, "prefetch_factor": 2, "read_threads": 4,
+              "warmup_steps": 3, "normalize": "device"}
     return {
         "gpu": {
             **common,
@@ -77,7 +77,8 @@ class ImagenetInfer(Workload):
         samples = tc.open_images(spec.data_dir, source, cfg["split"])
         workers = tc.loader_workers(cfg, spec.vcpus)
         loader = tc.make_loader(
-            tc.ImageSamples(samples, tc.eval_transform(int(cfg["image_size"]), int(cfg["resize"]), normalize)),
+            tc.ImageSamples(samples, tc.eval_transform(int(cfg["image_size"]), int(cfg["resize"]), normalize),
+                            int(cfg.get("read_threads", 0))),
             int(cfg["batch_size"]),
             workers,
             int(cfg["prefetch_factor"]),

@@ -2,10 +2,11 @@
 inception_v3 (torchvision architectures, random init, real SGD steps).
 
 Input (config `input`): JPEG files (`files`) or packed shards (`lmdb`, `rec`, `tar`) under
-spec.data_dir, read by a DataLoader whose workers decode and augment (RandomResizedCrop, flip, to
-uint8 tensor; the training process normalizes on the device, or the workers do with
-`normalize: worker`); or `synthetic`, one random batch kept on the device, which measures the GPU's
-own ceiling. `decode: gpu` has the workers only read bytes and decodes them with nvjpeg
+spec.data_dir, read by a DataLoader whose workers read each batch's files ahead on a few threads
+(config `read_threads`) and decode and augment (RandomResizedCrop, flip, to uint8 tensor; the
+training process normalizes on the device, or the workers do with `normalize: worker`); or
+`synthetic`, one random batch kept on the device, which measures the GPU's own ceiling.
+`decode: gpu` has the workers only read bytes and decodes them with nvjpeg
 (torchvision.io.decode_jpeg on CUDA), augmenting on the GPU.
 
 Profiles: `gpu` trains the named architecture at its usual resolution in bf16 autocast with
@@ -41,6 +42,7 @@ def profiles(
         "split": "train",
         "workers": None,  # None: one loader worker per vCPU of the shape
         "prefetch_factor": 2,
+        "read_threads": 4,  # per loader worker: a batch's files read ahead of its decoding (torch_common)
         "warmup_steps": 3,  # beyond the prefetch depth
         "lr": lr,
         "momentum": 0.9,
@@ -122,7 +124,7 @@ class ImagenetTrain(Workload):
             workers = tc.loader_workers(cfg, spec.vcpus)
             transform = None if gpu_augment else tc.train_transform(size, normalize)
             loader = tc.make_loader(
-                tc.ImageSamples(samples, transform),
+                tc.ImageSamples(samples, transform, int(cfg.get("read_threads", 0))),
                 batch_size,
                 workers,
                 int(cfg["prefetch_factor"]),
