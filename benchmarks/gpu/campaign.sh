@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A GPU-host campaign, step by step, in one store: each step is a workload entry for
 # benchmarks/gpu_sweep.sh (run slice after slice, each slice `sizer sweep --max-time` then
-# `--resume`, until that sweep is complete) or `variants` (benchmarks/loader_variants.py: the
-# CPU-decoding pipeline's variants at a few vCPU counts). Ends with the report, sweep cost and
-# held-out accuracy of the whole store, and touches $RUNS/campaign.done.
+# `--resume`, until that sweep is complete), `variants` (benchmarks/loader_variants.py: the
+# CPU-decoding pipeline's variants at a few vCPU counts) or `overhead` (benchmarks/loader_overhead.py:
+# the loader alone, no model, against the calibration; OVERHEAD_WORKERS, default 4). Ends with the
+# report, sweep cost and held-out accuracy of the whole store, and touches $RUNS/campaign.done.
 #
 # usage: bash benchmarks/gpu/campaign.sh STEP...    e.g. resnet50-train variants resnet50-infer:split=train
 # env:   RUNS (default ./gpu-runs), SLICE (default 9m), VARIANT_VCPUS (default 4,16), VARIANT_RAM
@@ -22,6 +23,13 @@ for step in "$@"; do
     python3 benchmarks/loader_variants.py --vcpus "${VARIANT_VCPUS:-4,16}" --ram "${VARIANT_RAM:-32G}" \
       --variants "${VARIANTS:-default,worker,quota,calib,calib-worker}" --budget "${VARIANT_BUDGET:-14}" --data "${SIZER_DATA:-/root/sizer-data}" \
       --out "$RUNS/loader_variants.json"
+    continue
+  fi
+  if [ "$step" = overhead ]; then
+    [ -s "$RUNS/loader_overhead.json" ] && continue
+    echo "== $(date -u +%T) the loader alone against the calibration, ${OVERHEAD_WORKERS:-4} workers"
+    python3 benchmarks/loader_overhead.py --data "${SIZER_DATA:-/root/sizer-data}" --workers "${OVERHEAD_WORKERS:-4}" \
+      --batch 256 --json > "$RUNS/loader_overhead.json" && python3 -m json.tool "$RUNS/loader_overhead.json" | grep -E '"(variant|over_calib)"'
     continue
   fi
   for slice in 1 2 3 4 5 6; do
