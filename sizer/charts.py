@@ -93,11 +93,11 @@ def _to_svg(fig: Figure, chart_id: str, label: str) -> str:
     return svg.strip()
 
 
-def _ceiling(ax: Any, ceiling: float | None, unit: str) -> None:
+def _ceiling(ax: Any, ceiling: float | None, unit: str, name: str = "GPU ceiling") -> None:
     if ceiling:
         ax.axhline(ceiling, color="#444444", linestyle="--", linewidth=1)
         ax.annotate(
-            f"GPU ceiling {ceiling:,.0f} {_plain(unit)}",
+            f"{name[:1].upper()}{name[1:]} {ceiling:,.0f} {_plain(unit)}",
             xy=(0.01, ceiling),
             xytext=(0, 2),
             textcoords="offset points",
@@ -213,7 +213,7 @@ def vcpu_chart(wl: dict[str, Any], chart_id: str) -> str:
                     part = [p for p in sel if (p["ram_gib"] != curve["ram_gib"]) == hollow]
                     _scatter(ax, part, "vcpus", colour, marker, hollow)
         gpu_alone = _gpu_alone(ax, wl, "vcpus")
-        _ceiling(ax, wl.get("ceiling"), unit)
+        _ceiling(ax, wl.get("ceiling"), unit, wl.get("ceiling_name") or "GPU ceiling")
         label = _title(ax, f"{wl['workload']}: throughput vs vCPUs")
         ax.set_xlabel(f"vCPUs (hardware threads); curves at {curve['ram_gib']:g} GiB RAM")
         ax.set_ylabel(f"throughput ({_plain(unit)})")
@@ -245,7 +245,7 @@ def ram_chart(wl: dict[str, Any], chart_id: str) -> str:
                 part = [p for p in sel if (p["vcpus"] != curve["vcpus"]) == hollow]
                 _scatter(ax, part, "ram_gib", colour, "o", hollow)
         gpu_alone = _gpu_alone(ax, wl, "ram_gib")
-        _ceiling(ax, wl.get("ceiling"), unit)
+        _ceiling(ax, wl.get("ceiling"), unit, wl.get("ceiling_name") or "GPU ceiling")
         label = _title(ax, f"{wl['workload']}: throughput vs host RAM")
         ax.set_xlabel(f"host RAM (GiB); curves at {curve['vcpus']} vCPUs")
         ax.set_ylabel(f"throughput ({_plain(unit)})")

@@ -75,6 +75,7 @@ class WorkloadFit:
     gpu_memory_gib: float | None = None
     notes: list[str] = field(default_factory=list)
     reads_once: bool = False  # each sample read once: the page cache never serves a later pass
+    uses_gpu: bool = True  # its points saw a GPU at work; a job without one has no GPU ceiling
 
     # ------------------------------------------------------------------ parameters
     def value(self, name: str, default: float | None = None) -> float | None:
@@ -84,6 +85,12 @@ class WorkloadFit:
     @property
     def ceiling(self) -> float:
         return float(self.params["gpu_ceiling"].value)
+
+    @property
+    def ceiling_name(self) -> str:
+        """What the ceiling is called in words: the GPU's own speed, or for a job that runs no GPU
+        (preprocessing, any job on a host without one) just the level its points reach."""
+        return "GPU ceiling" if self.uses_gpu else "ceiling"
 
     def disk_mbps(self, disk_class: str) -> float | None:
         """Read bandwidth the model uses for a disk class; None = unthrottled (never binding)."""
@@ -904,6 +911,7 @@ def _assemble(name, unit, values, bandwidth, res, synthetic, real, specs, params
         gpu_model=gpu_models.most_common(1)[0][0] if gpu_models else "",
         gpu_memory_gib=gpu_mem,
         notes=notes,
+        uses_gpu=any(p.gpu_util_pct is not None for p in usable),
     )
 
 

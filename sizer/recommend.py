@@ -55,6 +55,7 @@ class Recommendation:
     needs_local_nvme: bool
     closest: Option | None = None  # the fastest priced option, when none meets the bound
     notes: list[str] = field(default_factory=list)
+    ceiling_name: str = "GPU ceiling"  # WorkloadFit.ceiling_name
 
 
 def _fmt(x: float) -> str:
@@ -83,7 +84,8 @@ def recommend(
     gpu_memory_needed_gib: float | None = None,
     cpu_scale: float = 1.0,
 ) -> Recommendation:
-    """Cheapest option within `tolerance` of the GPU ceiling, with the why of every cheaper one.
+    """Cheapest option within `tolerance` of the ceiling (the GPU's own speed where the job runs
+    one), with the why of every cheaper one.
 
     `job_samples` (e.g. 90 epochs x 1.28 M images) adds the time and cost of that job on one GPU.
     `gpu_memory_needed_gib` (default: the fit's measured GPU memory) excludes GPUs it does not fit.
@@ -102,14 +104,14 @@ def recommend(
     notes: list[str] = []
     measured_gpu = normalize_gpu(fit.gpu_model) if fit.gpu_model else ""
     if measured_gpu and measured_gpu != want:
-        notes.append(f"measured on {measured_gpu}: its GPU ceiling is assumed for {want}")
+        notes.append(f"measured on {measured_gpu}: its {fit.ceiling_name} is assumed for {want}")
     if not fit.params["gpu_ceiling"].identifiable:
-        notes.append(f"the GPU ceiling was not reached in the measurements: {_fmt(ceiling)} {unit} is a lower bound")
+        notes.append(f"the {fit.ceiling_name} was not reached in the measurements: {_fmt(ceiling)} {unit} is a lower bound")
     if cpu_scale != 1.0:
         notes.append(f"CPU term scaled by {cpu_scale:.3g} for the target CPU model")
     if not rows:
         return Recommendation(fit.workload, unit, want, ceiling, tolerance, None, [], [], None,
-                              f"no catalog row has GPU {want}", False, notes=notes)
+                              f"no catalog row has GPU {want}", False, notes=notes, ceiling_name=fit.ceiling_name)
 
     gpu_mem_needed = gpu_memory_needed_gib if gpu_memory_needed_gib is not None else fit.gpu_memory_gib
     dataset = fit.value("dataset_gib", 0.0) or 0.0
@@ -139,12 +141,12 @@ def recommend(
                     best.predicted, -_disk_rank(best.disk_class, table)):
                 by_row[o.instance.key] = o
         rejected = sorted(by_row.values(), key=lambda o: (o.price_per_gpu_hour, o.instance.instance_type))
-        reason = _chosen_reason(chosen, ceiling, unit, want, tolerance, rejected)
+        reason = _chosen_reason(chosen, ceiling, unit, want, tolerance, rejected, fit.ceiling_name)
     else:
         priced = [o for o in considered if o.price_per_gpu_hour is not None and o.bottleneck != "gpu-memory"]
         if priced:
             closest = max(priced, key=lambda o: (round(o.predicted, 6), -o.price_per_gpu_hour))
-            reason = (f"no {want} instance in the catalog reaches {1 - tolerance:.0%} of the GPU ceiling "
+            reason = (f"no {want} instance in the catalog reaches {1 - tolerance:.0%} of the {fit.ceiling_name} "
                       f"({_fmt(ceiling)} {unit}); the fastest, {closest.instance.instance_type} with a "
                       f"{closest.disk_class} disk, is predicted at {_fmt(closest.predicted)} {unit} "
                       f"({closest.predicted / ceiling:.0%}), bound by {closest.bottleneck}")
@@ -170,6 +172,7 @@ def recommend(
         needs_local_nvme=needs_nvme,
         closest=closest,
         notes=notes,
+        ceiling_name=fit.ceiling_name,
     )
 
 
@@ -221,9 +224,9 @@ def _row_options(fit, row: InstanceType, table, target, ceiling, job_samples, gp
         if x <= 0:
             why.append("the workload's memory footprint does not fit")
         elif meets:
-            why.append(f"{x / ceiling:.0%} of the GPU ceiling")
+            why.append(f"{x / ceiling:.0%} of the {fit.ceiling_name}")
         else:
-            why.append(f"{x / ceiling:.0%} of the GPU ceiling: {bottleneck}-bound")
+            why.append(f"{x / ceiling:.0%} of the {fit.ceiling_name}: {bottleneck}-bound")
             if bottleneck == "memory" and pred.ram_needed_gib:
                 why.append(f"about {pred.ram_needed_gib:.3g} GiB would cache enough of the dataset")
         peak = fit.usl_peak_vcpus()
@@ -256,11 +259,12 @@ def _needs_local_nvme(fit, considered, rows, table, target, cpu_scale) -> bool:
     return unthrottled >= target > fastest
 
 
-def _chosen_reason(chosen: Option, ceiling, unit, gpu, tolerance, rejected: list[Option]) -> str:
+def _chosen_reason(chosen: Option, ceiling, unit, gpu, tolerance, rejected: list[Option],
+                   ceiling_name: str = "GPU ceiling") -> str:
     inst = chosen.instance
     parts = [
         f"{inst.instance_type} ({inst.cloud}{', ' + inst.region if inst.region else ''}) with a {chosen.disk_class} disk "
-        f"is the cheapest {gpu} option predicted within {tolerance:.0%} of the GPU ceiling: "
+        f"is the cheapest {gpu} option predicted within {tolerance:.0%} of the {ceiling_name}: "
         f"{_fmt(chosen.predicted)} of {_fmt(ceiling)} {unit}",
         f"{_money(chosen.price_per_gpu_hour)} per GPU-hour, {_money(chosen.cost_per_million)} per million samples",
     ]

@@ -168,7 +168,7 @@ def vcpu_knee(points: Sequence[Point], ceiling: float | None, tolerance: float) 
             {
                 "decode": decode,
                 "ceiling": reference,
-                "ceiling_source": "model gpu_ceiling" if ceiling else "best measured rate",
+                "ceiling_source": "the fitted ceiling" if ceiling else "best measured rate",
                 "bound": bound,
                 "knee_vcpus": knee,
                 "knee_throughput": best[knee].throughput if knee is not None else None,
@@ -306,6 +306,7 @@ def _recommendation(rec: Any) -> dict[str, Any]:
     return {
         "gpu": rec.gpu,
         "ceiling": ceiling,
+        "ceiling_name": getattr(rec, "ceiling_name", "GPU ceiling"),
         "tolerance": rec.tolerance,
         "chosen": _option(rec.chosen, ceiling) if rec.chosen is not None else None,
         "closest": _option(closest, ceiling) if closest is not None else None,
@@ -326,7 +327,7 @@ def _summary_sentence(name: str, unit: str, rec: dict[str, Any] | None, why_none
     parts = [
         f"Choose {c['instance_type']} ({c['cloud']}, {c['region']}) with {c['disk_class']} storage.",
         f"The model predicts {c['predicted']:,.0f} {unit}"
-        + (f", {c['fraction_of_ceiling']:.0%} of the GPU ceiling ({rec['ceiling']:,.0f} {unit})."
+        + (f", {c['fraction_of_ceiling']:.0%} of the {rec.get('ceiling_name', 'GPU ceiling')} ({rec['ceiling']:,.0f} {unit})."
            if c.get("fraction_of_ceiling") is not None else "."),
     ]
     if c.get("price_per_gpu_hour") is not None:
@@ -604,6 +605,7 @@ def _workload_context(name, points, fit, catalog, target, tolerance, disk_classe
     if fit is None:
         ctx.update(
             ceiling=None,
+            ceiling_name="ceiling",
             ceiling_how=None,
             recommendation=None,
             no_recommendation=f"too few usable points to fit a model ({len(usable)} of {len(points)})",
@@ -650,7 +652,8 @@ def _workload_context(name, points, fit, catalog, target, tolerance, disk_classe
     g_param = fit.params.get("gpu_ceiling")
     ctx.update(
         ceiling=ceiling,
-        ceiling_how=("measured with input already on the GPU" if g_param is not None and g_param.source == "measured"
+        ceiling_name=fit.ceiling_name,
+        ceiling_how=("measured with input already on the device" if g_param is not None and g_param.source == "measured"
                      else "fitted: the level the measured points reach"),
         recommendation=recommendation,
         no_recommendation=why_none if chosen is None else None,

@@ -281,3 +281,22 @@ def test_more_vcpus_than_the_usl_peak_is_not_penalised(disk_classes):
     assert by_type["g5.16xlarge"].predicted >= by_type["g5.4xlarge"].predicted * 0.999
     big = by_type["g5.16xlarge"]
     assert big.bottleneck != "cpu" or "input workers" in big.reason
+
+
+@pytest.mark.parametrize("gpu_busy", [True, False])
+def test_the_ceiling_is_the_gpus_only_for_a_job_that_ran_one(disk_classes, gpu_busy):
+    """Preprocessing (or any job on a host without a GPU) has a best level, not a GPU ceiling."""
+    import dataclasses
+
+    points = simulate_points("w", _truth(gpu_ceiling=1000.0, per_vcpu=2000.0), VCPUS, DISKS, (8.0, 32.0),
+                             noise=0.02, seed=3, gpu_model="A10G")
+    points = [dataclasses.replace(p, gpu_util_pct=80.0 if gpu_busy else None) for p in points]
+    fit = fit_points(points, disk_classes)["w"]
+    rec = recommend(fit, load_catalog(gpu="A10G"), "A10G", disk_classes=disk_classes)
+    assert fit.uses_gpu is gpu_busy and rec.ceiling_name == fit.ceiling_name
+    texts = [rec.reason, *(o.reason for o in rec.considered)]
+    if gpu_busy:
+        assert fit.ceiling_name == "GPU ceiling" and "of the GPU ceiling" in rec.reason
+    else:
+        assert fit.ceiling_name == "ceiling" and "of the ceiling" in rec.reason
+        assert not any("GPU ceiling" in t for t in texts)
