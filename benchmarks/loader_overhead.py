@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import shutil
 import statistics
@@ -38,31 +37,13 @@ VARIANTS = ("calib", "calib-dataset", "warm", "cold", "cold-serial")
 SIZE = 224
 
 
-def _decode_loop(cpu: int, images: list[bytes], seconds: float, out) -> None:
-    import torch
+def calibration_rate(cpus: list[int], images: list[bytes] | None, seconds: float) -> float:
+    """Images/s per CPU with every CPU running cpu-calibrate's own loop at once, over `images` or
+    (None) the calibration's fixed set."""
+    from workloads.cpu_calibrate import CpuCalibrate, busy_neighbours
 
-    from workloads import torch_common as tc
-
-    os.sched_setaffinity(0, {cpu})
-    torch.set_num_threads(1)
-    transform = tc.train_transform(SIZE, "device")
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        transform(tc.decode_rgb(images[n % len(images)]))
-        n += 1
-    out.put(n / (time.perf_counter() - t0))
-
-
-def calibration_rate(cpus: list[int], images: list[bytes], seconds: float) -> float:
-    """Images/s per CPU with every CPU running the calibration loop at once."""
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_decode_loop, args=(cpu, images, seconds, out)) for cpu in cpus]
-    for p in procs:
-        p.start()
-    rates = [out.get(timeout=seconds + 60) for _ in procs]
-    for p in procs:
-        p.join()
+    with busy_neighbours(cpus, CpuCalibrate.defaults["gpu"], images) as rates:
+        time.sleep(seconds)
     return statistics.mean(rates)
 
 
@@ -116,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from sizer.cache import evict
     from workloads import formats
-    from workloads.cpu_calibrate import CALIBRATION_SEED
-    from workloads.synth import generate_imagenet, synth_jpeg
+    from workloads.synth import generate_imagenet
 
     tmp = None
     data = args.data
@@ -129,13 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         samples = formats.open_image_dataset(data, "files", split="train")
         worker_cpus = cpus[-args.workers:]
         consumer_cpu = cpus[0] if len(cpus) > args.workers else worker_cpus[0]
-        calib_images = [synth_jpeg(CALIBRATION_SEED, i) for i in range(48)]
         step = max(1, len(samples) // 500)
         dataset_images = [samples[i][0] for i in range(0, len(samples), step)][:500]
         train_dir = data / "train"
         rows: dict[str, list[float]] = {v: [] for v in VARIANTS}
         for rep in range(args.repeats):
-            rows["calib"].append(calibration_rate(worker_cpus, calib_images, args.seconds))
+            rows["calib"].append(calibration_rate(worker_cpus, None, args.seconds))
             rows["calib-dataset"].append(calibration_rate(worker_cpus, dataset_images, args.seconds))
             for name, read_threads, cold in (("warm", 4, False), ("cold", 4, True), ("cold-serial", 0, True)):
                 if cold:

@@ -46,7 +46,7 @@ class CpuCalibrate(Workload):
         torch.set_num_threads(1)
         neighbours = allowed[1 : max(1, min(int(cfg.get("parallel", 1)), len(allowed)))] if cfg.get("pin", True) else []
         try:
-            with _busy_neighbours(neighbours, cfg) as rates:
+            with busy_neighbours(neighbours, cfg) as rates:
                 self._measure(spec, cfg, result)
             if neighbours:
                 result.extra["parallel"] = 1 + len(neighbours)
@@ -102,7 +102,7 @@ def _calibration_images(cfg: dict) -> list[bytes]:
     return [synth_jpeg(int(cfg["seed"]), i) for i in range(int(cfg["images"]))]
 
 
-def _decode_until(cpu: int, cfg: dict, stop: Any, out: Any) -> None:
+def _decode_until(cpu: int, cfg: dict, stop: Any, out: Any, images: list[bytes] | None = None) -> None:
     """A neighbour: the calibration loop pinned to `cpu` until `stop` is set; puts its images/s."""
     import time
 
@@ -110,7 +110,7 @@ def _decode_until(cpu: int, cfg: dict, stop: Any, out: Any) -> None:
 
     os.sched_setaffinity(0, {cpu})
     torch.set_num_threads(1)
-    images = _calibration_images(cfg)
+    images = images or _calibration_images(cfg)
     transform = tc.train_transform(int(cfg["image_size"]), cfg["normalize"])
     done, i = 0, 0
     t0 = time.perf_counter()
@@ -122,9 +122,10 @@ def _decode_until(cpu: int, cfg: dict, stop: Any, out: Any) -> None:
 
 
 @contextlib.contextmanager
-def _busy_neighbours(cpus: list[int], cfg: dict) -> Iterator[list[float]]:
-    """Run the calibration loop on `cpus` (one process each) for the duration of the block; the
-    list it yields is filled with their images/s when the block ends."""
+def busy_neighbours(cpus: list[int], cfg: dict, images: list[bytes] | None = None) -> Iterator[list[float]]:
+    """Run the calibration loop on `cpus` (one process each; over `images` instead of the fixed
+    calibration set when given) for the duration of the block; the list it yields is filled with
+    their images/s when the block ends."""
     rates: list[float] = []
     if not cpus:
         yield rates
@@ -133,7 +134,7 @@ def _busy_neighbours(cpus: list[int], cfg: dict) -> Iterator[list[float]]:
 
     ctx = mp.get_context("fork")
     stop, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_decode_until, args=(cpu, cfg, stop, out), daemon=True) for cpu in cpus]
+    procs = [ctx.Process(target=_decode_until, args=(cpu, cfg, stop, out, images), daemon=True) for cpu in cpus]
     for proc in procs:
         proc.start()
     try:

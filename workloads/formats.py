@@ -26,7 +26,8 @@ import struct
 import tarfile
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 from pathlib import Path
 
 FORMATS = ("files", "lmdb", "rec", "tar")
@@ -462,6 +463,28 @@ def _new_open_lock() -> None:
 
 
 os.register_at_fork(after_in_child=_new_open_lock)
+
+_read_pools: dict[tuple[int, int], Any] = {}  # (pid, threads) -> this process's read-ahead pool
+
+
+def read_ahead(read: Callable[[Any], Any], items: Iterable[Any], threads: int) -> Iterator[Any]:
+    """`read(item)` for every item, in order, with up to `threads` reads in flight ahead of the
+    caller, so a cold read's latency overlaps the caller's work on the items before it. One thread
+    pool per process and size, made on first use (a forked worker makes its own)."""
+    if threads <= 0:
+        return map(read, items)
+    key = (os.getpid(), int(threads))
+    pool = _read_pools.get(key)
+    if pool is None:
+        with _open_lock:
+            pool = _read_pools.get(key)
+            if pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                if any(pid != key[0] for pid, _ in _read_pools):  # inherited through fork: no threads here
+                    _read_pools.clear()
+                pool = _read_pools[key] = ThreadPoolExecutor(key[1], thread_name_prefix="read-ahead")
+    return pool.map(read, items)
 
 
 def _lmdb_env(path: Path, readahead: bool):

@@ -52,9 +52,6 @@ def resize_short_side(data: bytes, short_side: int, quality: int, draft: bool) -
     return out.getvalue()
 
 
-_readers: list[Any] = []  # per worker process: the thread pool that reads ahead
-
-
 def _read_file(path: str) -> bytes:
     with open(path, "rb") as fh:
         return fh.read()
@@ -64,12 +61,10 @@ def _process_chunk(task: tuple[str, list[tuple[str, int]], int, int, bool, int])
     """Worker: (root, [(relative path, label)], short side, quality, draft, read threads) ->
     [(key, bytes, label, bytes in)]. A few threads read the chunk's files ahead while this process
     decodes, so a cold read's latency overlaps decoding instead of adding to it."""
-    root, items, short_side, quality, draft, read_threads = task
-    if not _readers:
-        from concurrent.futures import ThreadPoolExecutor
+    from workloads.formats import read_ahead
 
-        _readers.append(ThreadPoolExecutor(max_workers=max(1, read_threads), thread_name_prefix="read"))
-    contents = _readers[0].map(_read_file, [os.path.join(root, rel) for rel, _ in items])
+    root, items, short_side, quality, draft, read_threads = task
+    contents = read_ahead(_read_file, [os.path.join(root, rel) for rel, _ in items], max(1, read_threads))
     out = []
     for (rel, label), data in zip(items, contents):
         packed = data if short_side <= 0 else resize_short_side(data, short_side, quality, draft)

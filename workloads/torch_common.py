@@ -245,13 +245,6 @@ class ImageSamples:
         self.samples = samples
         self.transform = transform
         self.read_threads = max(0, int(read_threads))
-        self._readers: Any = None
-        self._readers_pid = -1
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state.update(_readers=None, _readers_pid=-1)  # threads do not cross into another process
-        return state
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -268,15 +261,12 @@ class ImageSamples:
         return self._item(self.samples[index])
 
     def __getitems__(self, indices: Sequence[int]) -> list:
+        from workloads.formats import read_ahead
+
         if self.read_threads == 0 or len(indices) < 2:
             return [self[i] for i in indices]
-        if self._readers_pid != os.getpid():  # a forked worker makes its own pool
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._readers = ThreadPoolExecutor(self.read_threads, thread_name_prefix="read-ahead")
-            self._readers_pid = os.getpid()
         first = self.samples[indices[0]]  # opens the reader's per-process state before threads share it
-        rest = self._readers.map(self.samples.__getitem__, indices[1:])
+        rest = read_ahead(self.samples.__getitem__, indices[1:], self.read_threads)
         return [self._item(first), *(self._item(r) for r in rest)]
 
 
