@@ -16,7 +16,8 @@ over calibration x N: what the pipeline loses before any training step runs.
 
 Usage: python benchmarks/loader_overhead.py [--data DIR] [--workers N] [--seconds 6] [--repeats 3]
        [--batch 64] [--images 3000] [--json]
-(--data: a dataset made by `sizer data imagenet`; default: a temporary one of --images JPEGs)
+(--data: a dataset made by `sizer data imagenet`, or the data root of a sweep; default: a temporary
+one of --images JPEGs)
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.seconds <= 0 or args.repeats < 1 or args.batch < 1:
         print("loader_overhead: error: --seconds, --repeats and --batch must be positive", file=sys.stderr)
         return 2
+    if args.data and not (args.data / "train").is_dir() and (args.data / "imagenet" / "train").is_dir():
+        args.data = args.data / "imagenet"  # the data root a sweep takes (--data), as sizer lays it out
     if args.data and not (args.data / "train").is_dir():
         print(f"loader_overhead: error: no train/ folder in {args.data} (make one with `sizer data imagenet`)", file=sys.stderr)
         return 2

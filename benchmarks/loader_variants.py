@@ -8,11 +8,18 @@ shared host falls on every variant alike):
 - `--cpu-quota`: the default plus a CFS quota of the vCPUs on top of the cpuset;
 - `serial-read`: the default with each worker reading its files one at a time (`read_threads=0`),
   as torchvision's ImageFolder does, instead of a batch's files ahead on a few threads;
+- `per-image`: the default with a tensor per image collated into the batch (`assemble_batches=false`)
+  instead of the batch written image by image into shared memory;
+- `unpinned`: the default with the loader workers free to run on any vCPU of the shape
+  (`pin_workers=false`) instead of each on one of its own;
 - the calibration (`cpu-calibrate` with every vCPU of the shape decoding at once) for both per-image
   methods, so each pipeline is compared with its own per-vCPU rate times vCPUs.
 
-Prints one table: images/s per variant, each pipeline over its calibration, and the variants over
-the default. Full results go to --out as JSON.
+Prints two tables: images/s per variant, each pipeline over its calibration, and the variants over
+the default; then where each pipeline point's CPU went, in milliseconds per image against the
+calibration's (1000 / its rate): the loader workers, the training process's main thread and its
+other threads (pin memory, CUDA), the kernel's share and preemptions per second. Full results go to
+--out as JSON.
 
 Usage: python benchmarks/loader_variants.py [--vcpus 4,16] [--ram 32G] [--budget 18] [--repeats 1]
                                            [--data DIR] [--profile auto] [--out FILE]
@@ -33,6 +40,8 @@ VARIANTS = {
     "worker": ("resnet50-train", ["normalize=worker"], False),
     "quota": ("resnet50-train", [], True),
     "serial-read": ("resnet50-train", ["read_threads=0"], False),
+    "per-image": ("resnet50-train", ["assemble_batches=false"], False),
+    "unpinned": ("resnet50-train", ["pin_workers=false"], False),
     "calib": ("cpu-calibrate", [], False),
     "calib-worker": ("cpu-calibrate", ["normalize=worker"], False),
 }
@@ -67,7 +76,30 @@ def run_point(variant: str, vcpus: int, args: argparse.Namespace) -> dict:
     return {"variant": variant, "vcpus": vcpus, "status": data["status"], "figure": figure,
             "spread": data["spread"], "bottleneck": data["bottleneck"], "wall_s": data["wall_s"],
             "cpu_util_per_vcpu": data["counters"].get("cpu_util_per_vcpu"),
-            "gpu_util_mean_pct": data["counters"].get("gpu_util_mean_pct"), "enforced": data["enforced"].get("cpus")}
+            "gpu_util_mean_pct": data["counters"].get("gpu_util_mean_pct"), "enforced": data["enforced"].get("cpus"),
+            **{k: data["counters"].get(k) for k in BREAKDOWN}}
+
+
+BREAKDOWN = ("cpu_ms_per_sample", "loader_cpu_ms_per_sample", "main_thread_cores", "main_other_threads_cores",
+             "loader_cpu_cores", "cpu_system_share", "involuntary_switches_per_s")
+
+
+def breakdown_lines(rows: list[dict]) -> list[str]:
+    """Where each pipeline point's CPU went, per image, beside its calibration's cost per image."""
+    calib = {r["vcpus"]: r["figure"] for r in rows if r["variant"] == "calib" and r.get("figure")}
+    lines = [f"{'vCPUs':>5} {'variant':<12} {'images/s':>8} {'calib ms':>8} {'CPU ms':>7} {'workers':>7} "
+             f"{'main thr':>8} {'other thr':>9} {'kernel':>6} {'preempt/s':>9}"]
+    for r in rows:
+        if r["variant"].startswith("calib") or not r.get("cpu_ms_per_sample") or not r.get("figure"):
+            continue
+        per_core = 1000.0 / r["figure"]  # ms of one core per image of the point's rate
+        cal = calib.get(r["vcpus"])
+        lines.append(
+            f"{r['vcpus']:>5} {r['variant']:<12} {fmt(r['figure']):>8} {fmt(1000 / cal if cal else None, 1):>8} "
+            f"{r['cpu_ms_per_sample']:>7.2f} {r['loader_cpu_ms_per_sample']:>7.2f} "
+            f"{r['main_thread_cores'] * per_core:>8.2f} {r['main_other_threads_cores'] * per_core:>9.2f} "
+            f"{r['cpu_system_share']:>6.0%} {r['involuntary_switches_per_s']:>9,.0f}")
+    return lines
 
 
 def summarize(rows: list[dict], vcpus: list[int]) -> list[dict]:
@@ -89,6 +121,8 @@ def summarize(rows: list[dict], vcpus: list[int]) -> list[dict]:
             "quota_over_default": ratio(med["quota"], med["default"]),
             "serial-read_over_calib": ratio(med["serial-read"], (med["calib"] or 0) * v),
             "default_over_serial-read": ratio(med["default"], med["serial-read"]),
+            **{f"{n}_over_calib": ratio(med[n], (med["calib"] or 0) * v) for n in ("per-image", "unpinned")},
+            **{f"{n}_over_default": ratio(med[n], med["default"]) for n in ("per-image", "unpinned")},
         })
     return table
 
@@ -134,6 +168,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{fmt(t['calib-worker_ips']):>8} {fmt(t['worker_ips']):>8} {fmt(t['worker_over_calib'], 1):>8} "
               f"{fmt(t['worker_over_default'], 1):>7} {fmt(t['quota_ips']):>8} {fmt(t['quota_over_default'], 1):>7} "
               f"{fmt(t['serial-read_ips']):>8} {fmt(t['serial-read_over_calib'], 1):>8} {fmt(t['default_over_serial-read'], 1):>7}")
+    others = [name for name in ("per-image", "unpinned") if name in variants]
+    if others:
+        print(f"{'vCPUs':>5} " + " ".join(f"{n:>9} {'/(v*cal)':>8} {'/default':>8}" for n in others))
+        for t in table:
+            print(f"{t['vcpus']:>5} " + " ".join(
+                f"{fmt(t[n + '_ips']):>9} {fmt(t[n + '_over_calib'], 1):>8} {fmt(t[n + '_over_default'], 1):>8}" for n in others))
+    print("\n".join(breakdown_lines(rows)))
     return 0
 
 

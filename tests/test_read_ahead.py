@@ -38,7 +38,8 @@ def test_batch_read_ahead_gives_the_items_one_read_gives(packed, fmt):
     raw = tc.ImageSamples(samples, None, read_threads=3)  # bytes as stored: exact comparison
     assert _same(raw.__getitems__(indices), [raw[i] for i in indices])
     decoded = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads=3)
-    assert _same(decoded.__getitems__(indices), [decoded[i] for i in indices])
+    images, labels = tc.collate_images(decoded.__getitems__(indices))
+    assert _same(list(zip(images, labels.tolist())), [decoded[i] for i in indices])
 
 
 def test_forked_loader_workers_read_ahead_the_batches_a_serial_loader_gives(packed):

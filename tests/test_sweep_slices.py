@@ -216,3 +216,18 @@ def test_repeat_threshold_is_checked_before_any_work(tmp_path):
     plan = plan_sweep(SweepOptions(workloads=["cpu-spin"], vcpus=[1], ram_bytes=[2**30], disks=["local-nvme"],
                                    data_dir=tmp_path, out_dir=tmp_path, repeat_spread=0.2))
     assert plan.config["repeat_spread"] == 0.2  # part of the plan: a resume keeps the same rule
+
+
+def test_calibration_neighbours_are_decoding_before_the_block_starts():
+    """A block shorter than the time to make the calibration images still sees every neighbour
+    decode: the images are made before the neighbours start, and the block waits until they run."""
+    import os
+    import time
+
+    from workloads.cpu_calibrate import CpuCalibrate, busy_neighbours
+
+    cpus = sorted(os.sched_getaffinity(0))
+    cfg = dict(CpuCalibrate.defaults["cpu-small"])
+    with busy_neighbours(cpus[-1:], cfg) as rates:
+        time.sleep(0.2)
+    assert len(rates) == 1 and rates[0] > 0

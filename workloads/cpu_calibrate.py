@@ -102,16 +102,18 @@ def _calibration_images(cfg: dict) -> list[bytes]:
     return [synth_jpeg(int(cfg["seed"]), i) for i in range(int(cfg["images"]))]
 
 
-def _decode_until(cpu: int, cfg: dict, stop: Any, out: Any, images: list[bytes] | None = None) -> None:
-    """A neighbour: the calibration loop pinned to `cpu` until `stop` is set; puts its images/s."""
+def _decode_until(cpu: int, cfg: dict, stop: Any, ready: Any, out: Any, images: list[bytes]) -> None:
+    """A neighbour: the calibration loop pinned to `cpu` until `stop` is set; signals `ready` once
+    it decodes, then puts its images/s."""
     import time
 
     import torch
 
     os.sched_setaffinity(0, {cpu})
     torch.set_num_threads(1)
-    images = images or _calibration_images(cfg)
     transform = tc.train_transform(int(cfg["image_size"]), cfg["normalize"])
+    transform(tc.decode_rgb(images[0]))
+    ready.release()
     done, i = 0, 0
     t0 = time.perf_counter()
     while not stop.is_set():
@@ -124,20 +126,26 @@ def _decode_until(cpu: int, cfg: dict, stop: Any, out: Any, images: list[bytes] 
 @contextlib.contextmanager
 def busy_neighbours(cpus: list[int], cfg: dict, images: list[bytes] | None = None) -> Iterator[list[float]]:
     """Run the calibration loop on `cpus` (one process each; over `images` instead of the fixed
-    calibration set when given) for the duration of the block; the list it yields is filled with
-    their images/s when the block ends."""
+    calibration set when given) for the duration of the block, which starts once every one of them
+    is decoding (a neighbour still starting would leave its CPU idle, and on a shared host an idle
+    neighbour flatters the CPU beside it); the list it yields is filled with their images/s when the
+    block ends."""
     rates: list[float] = []
     if not cpus:
         yield rates
         return
     import multiprocessing as mp
 
+    images = images or _calibration_images(cfg)  # made once, here: the forked neighbours share them
     ctx = mp.get_context("fork")
-    stop, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_decode_until, args=(cpu, cfg, stop, out, images), daemon=True) for cpu in cpus]
+    stop, ready, out = ctx.Event(), ctx.Semaphore(0), ctx.Queue()
+    procs = [ctx.Process(target=_decode_until, args=(cpu, cfg, stop, ready, out, images), daemon=True) for cpu in cpus]
     for proc in procs:
         proc.start()
     try:
+        for _ in procs:
+            if not ready.acquire(timeout=60):
+                break  # a neighbour that never started: measure beside those that did
         yield rates
     finally:
         stop.set()

@@ -23,6 +23,7 @@ from workloads.protocol import Result, Spec, Workload, register
 
 def profiles(arch: str, gpu_size: int, gpu_resize: int, small_model: str, small_size: int, small_resize: int):
     common = {"input": "files", "split": "val", "workers": None, "prefetch_factor": 2, "read_threads": 4,
+              "assemble_batches": True, "pin_workers": True,
               "warmup_steps": 3, "normalize": "device"}
     return {
         "gpu": {
@@ -78,13 +79,14 @@ class ImagenetInfer(Workload):
         workers = tc.loader_workers(cfg, spec.vcpus)
         loader = tc.make_loader(
             tc.ImageSamples(samples, tc.eval_transform(int(cfg["image_size"]), int(cfg["resize"]), normalize),
-                            int(cfg.get("read_threads", 0))),
+                            int(cfg.get("read_threads", 0)), bool(cfg.get("assemble_batches", True))),
             int(cfg["batch_size"]),
             workers,
             int(cfg["prefetch_factor"]),
             pin_memory=cuda,
             shuffle=False,
             seed=spec.seed,
+            pin_workers=bool(cfg.get("pin_workers", True)),
         )
         warmup = tc.warmup_batches(cfg, workers)
         extra = result.extra

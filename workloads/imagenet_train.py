@@ -43,6 +43,8 @@ def profiles(
         "workers": None,  # None: one loader worker per vCPU of the shape
         "prefetch_factor": 2,
         "read_threads": 4,  # per loader worker: a batch's files read ahead of its decoding (torch_common)
+        "assemble_batches": True,  # uint8 batches written image by image into shared memory (torch_common)
+        "pin_workers": True,  # each loader worker on a vCPU of its own (torch_common.pin_worker)
         "warmup_steps": 3,  # beyond the prefetch depth
         "lr": lr,
         "momentum": 0.9,
@@ -124,7 +126,8 @@ class ImagenetTrain(Workload):
             workers = tc.loader_workers(cfg, spec.vcpus)
             transform = None if gpu_augment else tc.train_transform(size, normalize)
             loader = tc.make_loader(
-                tc.ImageSamples(samples, transform, int(cfg.get("read_threads", 0))),
+                tc.ImageSamples(samples, transform, int(cfg.get("read_threads", 0)),
+                                bool(cfg.get("assemble_batches", True))),
                 batch_size,
                 workers,
                 int(cfg["prefetch_factor"]),
@@ -132,6 +135,7 @@ class ImagenetTrain(Workload):
                 shuffle=True,
                 seed=spec.seed,
                 collate_fn=tc.collate_raw if gpu_augment else None,
+                pin_workers=bool(cfg.get("pin_workers", True)),
             )
             warmup = tc.warmup_batches(cfg, workers)
             extra["loader_workers"] = workers

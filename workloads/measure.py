@@ -55,21 +55,42 @@ def process_tree(root: int | None = None) -> list[int]:
     return out
 
 
+def _stat_fields(path: str) -> list[str]:
+    """Fields of a /proc stat line after the command name (field 3 of proc(5) is index 0)."""
+    return Path(path).read_text().rsplit(")", 1)[1].split()
+
+
 def tree_counters(root: int | None = None) -> dict[str, float]:
     """CPU seconds, bytes read from storage and resident bytes of a process and its descendants
-    (DataLoader workers are children, so they count)."""
-    cpu = read = rss = 0.0
+    (DataLoader workers are children, so they count), with the CPU time taken apart: user and
+    kernel, the root process's own and its main thread's (the rest of the tree is its workers'),
+    and how often the tree's threads were preempted (involuntary context switches: a sign that more
+    threads wanted the CPUs than there were)."""
+    root = os.getpid() if root is None else root
+    out = {"cpu_seconds": 0.0, "read_bytes": 0.0, "rss_bytes": 0.0, "cpu_user_seconds": 0.0,
+           "cpu_system_seconds": 0.0, "root_cpu_seconds": 0.0, "root_main_thread_seconds": 0.0,
+           "involuntary_switches": 0.0}
     for pid in process_tree(root):
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime + stime
-            rss += int(fields[21]) * _PAGE
+            fields = _stat_fields(f"/proc/{pid}/stat")
+            user, system = int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK
+            out["cpu_user_seconds"] += user
+            out["cpu_system_seconds"] += system
+            out["cpu_seconds"] += user + system
+            out["rss_bytes"] += int(fields[21]) * _PAGE
+            if pid == root:
+                out["root_cpu_seconds"] = user + system
+                main = _stat_fields(f"/proc/{pid}/task/{pid}/stat")
+                out["root_main_thread_seconds"] = (int(main[11]) + int(main[12])) / _CLK_TCK
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("nonvoluntary_ctxt_switches:"):
+                    out["involuntary_switches"] += int(line.split()[1])
             for line in Path(f"/proc/{pid}/io").read_text().splitlines():
                 if line.startswith("read_bytes:"):
-                    read += int(line.split()[1])
+                    out["read_bytes"] += int(line.split()[1])
         except (OSError, IndexError, ValueError):
             continue  # a worker that just exited
-    return {"cpu_seconds": cpu, "read_bytes": read, "rss_bytes": rss}
+    return out
 
 
 def _own_cpu_seconds() -> float:
@@ -430,6 +451,7 @@ class Meter:
             # The worker's own process (its training loop, pin-memory thread, CUDA launches) apart
             # from its loader workers: near 1 core, that one loop may be what binds the point.
             result.counters["main_cpu_cores"] = (_own_cpu_seconds() - self._main_cpu_before) / wall
+            result.counters.update(cpu_breakdown(self._before, after, wall, result.counters["measured_samples"]))
         steal_after = steal_seconds()
         if self._steal_before is not None and steal_after is not None and wall > 0:
             # share of the window the hypervisor kept this point's vCPUs from running
@@ -448,6 +470,28 @@ class Meter:
         self.timeline["window_end"] = process_age_s()
         result.extra["timeline_s"] = {k: round(v, 3) for k, v in self.timeline.items()}
         return result
+
+
+def cpu_breakdown(before: dict[str, float], after: dict[str, float], wall: float, samples: float) -> dict[str, float]:
+    """Where a window's CPU time went, from two `tree_counters` readings: the main thread (the
+    training loop), the main process's other threads (pin memory, CUDA, samplers), the rest of the
+    tree (loader workers), the share spent in the kernel, CPU milliseconds per sample (against the
+    calibration's 1000 / rate), and preemptions per second."""
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    if wall <= 0 or not before:
+        return {}
+    cpu = d["cpu_seconds"]
+    out = {
+        "main_thread_cores": d["root_main_thread_seconds"] / wall,
+        "main_other_threads_cores": (d["root_cpu_seconds"] - d["root_main_thread_seconds"]) / wall,
+        "loader_cpu_cores": (cpu - d["root_cpu_seconds"]) / wall,
+        "cpu_system_share": d["cpu_system_seconds"] / cpu if cpu > 0 else 0.0,
+        "involuntary_switches_per_s": d["involuntary_switches"] / wall,
+    }
+    if samples > 0:
+        out["cpu_ms_per_sample"] = 1000.0 * cpu / samples
+        out["loader_cpu_ms_per_sample"] = 1000.0 * (cpu - d["root_cpu_seconds"]) / samples
+    return out
 
 
 def bottleneck_label(counters: dict[str, Any], vcpus: int, disk_bps_cap: float | None = None) -> str:

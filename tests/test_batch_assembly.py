@@ -1,0 +1,106 @@
+"""A loader worker writes a batch's images straight into one uint8 tensor in shared memory
+(torch_common.ImageSamples -> ImageBatch -> collate_images): the same pixels and labels as a
+tensor per image stacked by default_collate, in-process and from forked DataLoader workers."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from workloads import formats, synth  # noqa: E402
+from workloads import torch_common as tc  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("imagenet")
+    synth.generate_imagenet(out, 24, 3, seed=5, val_fraction=0.0, processes=1)
+    return out
+
+
+def _stacked(dataset: tc.ImageSamples, indices: list[int]):
+    from torch.utils.data import default_collate
+
+    return default_collate([dataset[i] for i in indices])
+
+
+@pytest.mark.parametrize("read_threads", [0, 3])
+def test_an_assembled_batch_is_the_stack_of_its_images(folder, read_threads):
+    samples = formats.open_image_dataset(folder, "files", "train")
+    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads)
+    indices = [4, 1, 19, 1, 7]
+    batch = dataset.__getitems__(indices)
+    assert isinstance(batch, tc.ImageBatch)
+    images, labels = tc.collate_images(batch)
+    want_images, want_labels = _stacked(dataset, indices)
+    assert images.dtype == torch.uint8 and images.shape == (5, 32, 32, 3)
+    assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
+    assert not images.is_shared()  # in the training process itself: plain memory
+
+
+def test_forked_workers_hand_over_batches_in_shared_memory_with_the_same_pixels(folder):
+    samples = formats.open_image_dataset(folder, "files", "train")
+    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads=2)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=6, num_workers=2, shuffle=False,
+                                         collate_fn=tc.collate_images, persistent_workers=False)
+    batches = list(loader)
+    assert len(batches) == 4
+    for k, (images, labels) in enumerate(batches):
+        want_images, want_labels = _stacked(dataset, list(range(6 * k, 6 * k + 6)))
+        assert images.is_shared()  # came through shared memory from a worker
+        assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
+
+
+def test_a_transform_of_another_kind_is_collated_as_before(folder):
+    samples = formats.open_image_dataset(folder, "files", "train")
+    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36, normalize="worker"), read_threads=0)
+    batch = dataset.__getitems__([0, 1])
+    assert isinstance(batch, list)  # float CHW per image, default_collate's job
+    images, labels = tc.collate_images(batch)
+    assert images.dtype == torch.float32 and images.shape == (2, 3, 32, 32)
+
+
+def test_images_of_different_sizes_in_one_batch_are_a_clear_error():
+    from PIL import Image
+    from torchvision.transforms import Compose
+
+    def jpeg(w: int, h: int) -> bytes:
+        buf = io.BytesIO()
+        Image.new("RGB", (w, h), (200, 10, 10)).save(buf, format="JPEG")
+        return buf.getvalue()
+
+    dataset = tc.ImageSamples([(jpeg(40, 30), 0), (jpeg(30, 40), 1)], Compose([tc.ToHWCUint8()]))
+    with pytest.raises(ValueError, match="must end at one size"):
+        dataset.__getitems__([0, 1])
+
+
+class _Affinity:
+    """Items: the CPUs the process that fetched them may run on."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int):
+        import os
+
+        return torch.tensor(sorted(os.sched_getaffinity(0)))
+
+
+def test_pinned_loader_workers_each_run_on_one_cpu_of_the_shape():
+    import os
+
+    cpus = sorted(os.sched_getaffinity(0))
+    seen = {}
+    for pin in (False, True):
+        loader = tc.make_loader(_Affinity(), 1, 2, 2, pin_memory=False, shuffle=False, seed=0, pin_workers=pin)
+        with tc.closing_loader(loader):
+            it = iter(loader)
+            seen[pin] = [next(it)[0].tolist() for _ in range(4)]
+    assert all(batch == cpus for batch in seen[False])
+    assert all(len(batch) == 1 and batch[0] in cpus for batch in seen[True])
+    if len(cpus) > 1:  # workers 0 and 1 alternate batches: each on its own CPU
+        assert seen[True][0] != seen[True][1]
