@@ -10,8 +10,8 @@ shared host falls on every variant alike):
   as torchvision's ImageFolder does, instead of a batch's files ahead on a few threads;
 - `per-image`: the default with a tensor per image collated into the batch (`assemble_batches=false`)
   instead of the batch written image by image into shared memory;
-- `unpinned`: the default with the loader workers free to run on any vCPU of the shape
-  (`pin_workers=false`) instead of each on one of its own;
+- `pinned`: the default with each loader worker pinned to a vCPU of its own (`pin_workers=true`)
+  instead of free to run on any of the shape's;
 - the calibration (`cpu-calibrate` with every vCPU of the shape decoding at once) for both per-image
   methods, so each pipeline is compared with its own per-vCPU rate times vCPUs.
 
@@ -41,7 +41,7 @@ VARIANTS = {
     "quota": ("resnet50-train", [], True),
     "serial-read": ("resnet50-train", ["read_threads=0"], False),
     "per-image": ("resnet50-train", ["assemble_batches=false"], False),
-    "unpinned": ("resnet50-train", ["pin_workers=false"], False),
+    "pinned": ("resnet50-train", ["pin_workers=true"], False),
     "calib": ("cpu-calibrate", [], False),
     "calib-worker": ("cpu-calibrate", ["normalize=worker"], False),
 }
@@ -121,8 +121,8 @@ def summarize(rows: list[dict], vcpus: list[int]) -> list[dict]:
             "quota_over_default": ratio(med["quota"], med["default"]),
             "serial-read_over_calib": ratio(med["serial-read"], (med["calib"] or 0) * v),
             "default_over_serial-read": ratio(med["default"], med["serial-read"]),
-            **{f"{n}_over_calib": ratio(med[n], (med["calib"] or 0) * v) for n in ("per-image", "unpinned")},
-            **{f"{n}_over_default": ratio(med[n], med["default"]) for n in ("per-image", "unpinned")},
+            **{f"{n}_over_calib": ratio(med[n], (med["calib"] or 0) * v) for n in ("per-image", "pinned")},
+            **{f"{n}_over_default": ratio(med[n], med["default"]) for n in ("per-image", "pinned")},
         })
     return table
 
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{fmt(t['calib-worker_ips']):>8} {fmt(t['worker_ips']):>8} {fmt(t['worker_over_calib'], 1):>8} "
               f"{fmt(t['worker_over_default'], 1):>7} {fmt(t['quota_ips']):>8} {fmt(t['quota_over_default'], 1):>7} "
               f"{fmt(t['serial-read_ips']):>8} {fmt(t['serial-read_over_calib'], 1):>8} {fmt(t['default_over_serial-read'], 1):>7}")
-    others = [name for name in ("per-image", "unpinned") if name in variants]
+    others = [name for name in ("per-image", "pinned") if name in variants]
     if others:
         print(f"{'vCPUs':>5} " + " ".join(f"{n:>9} {'/(v*cal)':>8} {'/default':>8}" for n in others))
         for t in table:

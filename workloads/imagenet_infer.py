@@ -23,7 +23,7 @@ from workloads.protocol import Result, Spec, Workload, register
 
 def profiles(arch: str, gpu_size: int, gpu_resize: int, small_model: str, small_size: int, small_resize: int):
     common = {"input": "files", "split": "val", "workers": None, "prefetch_factor": 2, "read_threads": 4,
-              "assemble_batches": True, "pin_workers": True,
+              "assemble_batches": True, "pin_workers": False,
               "warmup_steps": 3, "normalize": "device"}
     return {
         "gpu": {
@@ -86,7 +86,7 @@ class ImagenetInfer(Workload):
             pin_memory=cuda,
             shuffle=False,
             seed=spec.seed,
-            pin_workers=bool(cfg.get("pin_workers", True)),
+            pin_workers=bool(cfg.get("pin_workers", False)),
         )
         warmup = tc.warmup_batches(cfg, workers)
         extra = result.extra

@@ -44,7 +44,7 @@ def profiles(
         "prefetch_factor": 2,
         "read_threads": 4,  # per loader worker: a batch's files read ahead of its decoding (torch_common)
         "assemble_batches": True,  # uint8 batches written image by image into shared memory (torch_common)
-        "pin_workers": True,  # each loader worker on a vCPU of its own (torch_common.pin_worker)
+        "pin_workers": False,  # True: each loader worker on a vCPU of its own (torch_common.pin_worker)
         "warmup_steps": 3,  # beyond the prefetch depth
         "lr": lr,
         "momentum": 0.9,
@@ -135,7 +135,7 @@ class ImagenetTrain(Workload):
                 shuffle=True,
                 seed=spec.seed,
                 collate_fn=tc.collate_raw if gpu_augment else None,
-                pin_workers=bool(cfg.get("pin_workers", True)),
+                pin_workers=bool(cfg.get("pin_workers", False)),
             )
             warmup = tc.warmup_batches(cfg, workers)
             extra["loader_workers"] = workers

@@ -18,10 +18,11 @@ Decisions that shape every image workload:
   and float batches: on an H200 host that conversion cost the workers about 10% of their per-image
   rate, a float batch is four times the bytes through shared memory and the pin thread, and the
   whole pipeline trained 1.27x (4 vCPUs) to 1.65x (16) faster handing over uint8.
-- Each loader worker runs on a vCPU of its own (config `pin_workers`, default on), as each process
-  of the calibration does: left free, the scheduler moved workers between the shape's vCPUs and
-  preempted them 3x as often, and on an H200 host the pipeline took 0.78-0.87 of the calibration
-  times vCPUs at 4-12 vCPUs against 0.87-0.91 pinned (8 vCPUs: +17%).
+- Loader workers run on any vCPU of the shape, as the scheduler places them (config `pin_workers`
+  puts each on one of its own, as each calibration process runs). Pinned, they were preempted a
+  third as often, but the pipeline's rate moved with the host, not the setting: +1% to +16% at 4
+  to 12 vCPUs on one H200 host, -13% to +4% at 2 to 12 on another (benchmarks/loader_variants.py),
+  so the default stays the stock DataLoader's.
 - On a GPU, steps are timed as intervals between completions of consecutive steps: after queueing
   step k the loop waits for step k-1 to finish (a CUDA event), so the GPU always has one step queued
   and step times are true GPU-inclusive times, without the stall a full synchronize per step adds.
@@ -249,8 +250,8 @@ class ImageSamples:
     A transform that ends in `ToHWCUint8` (normalize: device) has a batch written image by image
     into one uint8 tensor, in shared memory when in a loader worker (an `ImageBatch`, passed on by
     `collate_images`), instead of a tensor per image that collating then copies again into shared
-    memory: one copy of each image's pixels less and no stacking (about 2% of the worker's time per
-    image on the dev host)."""
+    memory: one copy of each image's pixels less and no stacking (`assemble=False` keeps the tensor
+    per image; on an H200 host it trained at 0.91x and 0.99x the assembled rate at 4 and 8 vCPUs)."""
 
     def __init__(self, samples: Sequence[tuple[bytes, int]], transform: Callable | None, read_threads: int = 0,
                  assemble: bool = True):
