@@ -7,12 +7,16 @@ images held in memory), each one after the other in this run, on the same CPUs:
 - `calib`: the calibration loop on N CPUs at once (one process each, pinned), images/s per CPU;
 - `calib-dataset`: the same loop over the dataset's own images (read into memory first);
 - `warm`: the loader with N workers on those N CPUs, the dataset in the page cache, read-ahead on;
+- `warm-per-image`: the same with a tensor per image collated into the batch (`assemble_batches`
+  off) instead of the batch written image by image into shared memory;
 - `cold`: the same after the dataset's pages were dropped (reads from the disk), read-ahead on;
 - `cold-serial`: cold, each worker reading one file at a time (`read_threads=0`).
 
 The consumer (the training process's place) only takes the batches, on a CPU of its own when the
 host has one beyond the N, so the figures are the loader's own. Each loader figure is also given
-over calibration x N: what the pipeline loses before any training step runs.
+over calibration x N: what the pipeline loses before any training step runs; and each variant's
+cost per image from /proc: user and kernel CPU milliseconds and minor page faults of the processes
+doing the work (a fresh shared-memory batch is zeroed page by page as the worker fills it).
 
 Usage: python benchmarks/loader_overhead.py [--data DIR] [--workers N] [--seconds 6] [--repeats 3]
        [--batch 64] [--images 3000] [--json]
@@ -34,30 +38,58 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-VARIANTS = ("calib", "calib-dataset", "warm", "cold", "cold-serial")
+VARIANTS = ("calib", "calib-dataset", "warm", "warm-per-image", "cold", "cold-serial")
 SIZE = 224
 
 
-def calibration_rate(cpus: list[int], images: list[bytes] | None, seconds: float) -> float:
+def children_cost() -> dict[str, float]:
+    """User and kernel CPU seconds and minor page faults of this process's descendants (the loader's
+    workers, or the calibration's processes), from /proc."""
+    from workloads.measure import process_tree
+
+    tck = os.sysconf("SC_CLK_TCK")
+    total = {"user_s": 0.0, "sys_s": 0.0, "faults": 0.0}
+    for pid in process_tree()[1:]:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total["faults"] += int(fields[7])
+        total["user_s"] += int(fields[11]) / tck
+        total["sys_s"] += int(fields[12]) / tck
+    return total
+
+
+def per_image(before: dict[str, float], after: dict[str, float], images: float) -> dict[str, float]:
+    """What each image cost the processes measured: user and kernel milliseconds, page faults."""
+    d = {k: after[k] - before[k] for k in before}
+    return {"user_ms": 1000 * d["user_s"] / images, "sys_ms": 1000 * d["sys_s"] / images, "faults": d["faults"] / images}
+
+
+def calibration_rate(cpus: list[int], images: list[bytes] | None, seconds: float) -> tuple[float, dict]:
     """Images/s per CPU with every CPU running cpu-calibrate's own loop at once, over `images` or
-    (None) the calibration's fixed set."""
+    (None) the calibration's fixed set; and what each image cost."""
     from workloads.cpu_calibrate import CpuCalibrate, busy_neighbours
 
     with busy_neighbours(cpus, CpuCalibrate.defaults["gpu"], images) as rates:
+        before, t0 = children_cost(), time.perf_counter()
         time.sleep(seconds)
-    return statistics.mean(rates)
+        after, wall = children_cost(), time.perf_counter() - t0
+    rate = statistics.mean(rates)
+    return rate, per_image(before, after, rate * len(cpus) * wall)
 
 
 def loader_rate(samples, worker_cpus: list[int], consumer_cpu: int, read_threads: int, batch: int,
-                seconds: float, seed: int) -> float:
-    """Images/s the loader hands over, its workers on `worker_cpus`, taken on `consumer_cpu`."""
+                seconds: float, seed: int, assemble: bool = True) -> tuple[float, dict]:
+    """Images/s the loader hands over, its workers on `worker_cpus`, taken on `consumer_cpu`; and
+    what each image cost the workers."""
     import torch
 
     from workloads import torch_common as tc
 
     own = os.sched_getaffinity(0)
     os.sched_setaffinity(0, set(worker_cpus))  # the workers inherit it when forked
-    loader = tc.make_loader(tc.ImageSamples(samples, tc.train_transform(SIZE, "device"), read_threads), batch,
+    loader = tc.make_loader(tc.ImageSamples(samples, tc.train_transform(SIZE, "device"), read_threads, assemble), batch,
                             len(worker_cpus), 2, pin_memory=False, shuffle=True, seed=seed)
     try:
         with tc.closing_loader(loader):
@@ -67,10 +99,11 @@ def loader_rate(samples, worker_cpus: list[int], consumer_cpu: int, read_threads
             torch.set_num_threads(1)
             for _ in range(2 * len(worker_cpus)):  # spend the batches read ahead before timing
                 next(it)
-            n, t0 = 0, time.perf_counter()
+            n, before, t0 = 0, children_cost(), time.perf_counter()
             while time.perf_counter() - t0 < seconds:
                 n += next(it)[0].shape[0]
-            return n / (time.perf_counter() - t0)
+            rate, after = n / (time.perf_counter() - t0), children_cost()
+            return rate, per_image(before, after, n)
     finally:
         os.sched_setaffinity(0, own)
 
@@ -116,17 +149,25 @@ def main(argv: list[str] | None = None) -> int:
         dataset_images = [samples[i][0] for i in range(0, len(samples), step)][:500]
         train_dir = data / "train"
         rows: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        costs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+
+        def keep(name: str, measured: tuple[float, dict], per_cpu: int = 1) -> None:
+            rows[name].append(measured[0] / per_cpu)
+            costs[name].append(measured[1])
+
         for rep in range(args.repeats):
-            rows["calib"].append(calibration_rate(worker_cpus, None, args.seconds))
-            rows["calib-dataset"].append(calibration_rate(worker_cpus, dataset_images, args.seconds))
-            for name, read_threads, cold in (("warm", 4, False), ("cold", 4, True), ("cold-serial", 0, True)):
+            keep("calib", calibration_rate(worker_cpus, None, args.seconds))
+            keep("calib-dataset", calibration_rate(worker_cpus, dataset_images, args.seconds))
+            for name, read_threads, cold, assemble in (("warm", 4, False, True), ("warm-per-image", 4, False, False),
+                                                       ("cold", 4, True, True), ("cold-serial", 0, True, True)):
                 if cold:
                     evict(train_dir)
                 else:
                     for i in range(len(samples)):  # into the page cache
                         samples[i]
-                rate = loader_rate(samples, worker_cpus, consumer_cpu, read_threads, args.batch, args.seconds, rep)
-                rows[name].append(rate / args.workers)  # per worker CPU, as the calibration
+                # per worker CPU, as the calibration
+                keep(name, loader_rate(samples, worker_cpus, consumer_cpu, read_threads, args.batch, args.seconds, rep,
+                                       assemble), args.workers)
             print(f"  run {rep + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items()), file=sys.stderr, flush=True)
     finally:
         if tmp is not None:
@@ -134,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
 
     med = {k: statistics.median(v) for k, v in rows.items()}
     table = [{"variant": k, "images_per_s_per_cpu": med[k], "over_calib": med[k] / med["calib"],
+              **{f"{c}_per_image": statistics.median(x[c] for x in costs[k]) for c in ("user_ms", "sys_ms", "faults")},
               "runs": [round(x, 1) for x in rows[k]]} for k in VARIANTS]
     shared = consumer_cpu in worker_cpus
     if args.json:
@@ -142,9 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{args.workers} worker(s) on CPUs {worker_cpus}, consumer on CPU {consumer_cpu}"
           f"{' (shared with a worker)' if shared else ''}; {len(samples)} images; medians of {args.repeats} runs")
-    print(f"{'variant':<14} {'images/s per CPU':>16} {'over calib':>10}")
+    print(f"{'variant':<14} {'images/s per CPU':>16} {'over calib':>10} {'user ms':>8} {'kernel ms':>9} {'faults':>7}  (per image)")
     for t in table:
-        print(f"{t['variant']:<14} {t['images_per_s_per_cpu']:>16,.0f} {t['over_calib']:>10.2f}")
+        print(f"{t['variant']:<14} {t['images_per_s_per_cpu']:>16,.0f} {t['over_calib']:>10.2f} "
+              f"{t['user_ms_per_image']:>8.2f} {t['sys_ms_per_image']:>9.2f} {t['faults_per_image']:>7.1f}")
     return 0
 
 

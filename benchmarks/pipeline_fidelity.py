@@ -8,6 +8,10 @@ the loaded rate times vCPUs. Also prints, where the store has one, the GPU ceili
 (synthetic input) beside a plain PyTorch loop's figure given with --plain (the JSON of
 benchmarks/plain_resnet50.py).
 
+Where a point carries the meter's CPU breakdown, the table also gives its CPU milliseconds per
+image (against the calibration's 1000 / rate), the training process's share of its CPU and the
+kernel's share: what, beyond the decoding, the vCPUs spent.
+
 Only points that train on a GPU count (on a CPU the model shares the vCPUs with the decoder). A
 point counts as CPU-bound when the sweep labelled it `cpu` and its CPUs were busy (at least 80%
 per vCPU): a disk-bound or GPU-bound point says nothing about the decoder.
@@ -62,8 +66,19 @@ def fidelity_rows(store_path: Path) -> tuple[list[dict], list[dict]]:
                 "calibration_method": cal.get("method", ""),
                 "ratio_loaded": row["throughput"] / (v * loaded) if loaded else None,
                 "ratio_alone": row["throughput"] / (v * alone) if alone else None,
+                **cpu_split(result.counters or {}, util * v),
             })
     return rows, ceilings
+
+
+def cpu_split(counters: dict, cores_busy: float) -> dict:
+    """Where a point's CPU went, for points measured with the breakdown (None otherwise): CPU ms per
+    image, the training process's share of it (main thread and its other threads) and the kernel's."""
+    train = None
+    if counters.get("main_thread_cores") is not None and cores_busy > 0:
+        train = (counters["main_thread_cores"] + counters.get("main_other_threads_cores", 0.0)) / cores_busy
+    return {"cpu_ms_per_image": counters.get("cpu_ms_per_sample"), "training_process_share": train,
+            "kernel_share": counters.get("cpu_system_share")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,13 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print("pipeline_fidelity: no points of CPU decoding feeding a GPU in this store")
     else:
-        print(f"{'point':<50} {'images/s':>9} {'bound':>6} {'cpu/vCPU':>8} {'/(v*loaded)':>11} {'/(v*alone)':>10}")
+        print(f"{'point':<50} {'images/s':>9} {'bound':>6} {'cpu/vCPU':>8} {'/(v*loaded)':>11} {'/(v*alone)':>10} "
+              f"{'CPU ms/img':>10} {'training':>8} {'kernel':>6}")
         for r in sorted(rows, key=lambda r: (r["workload"], r["disk_class"], r["ram_gib"], r["vcpus"])):
             ratio = "-" if r["ratio_loaded"] is None else f"{r['ratio_loaded']:.2f}"
             alone = "-" if r["ratio_alone"] is None else f"{r['ratio_alone']:.2f}"
             mark = "" if r["cpu_bound"] else "  (not CPU-bound)"
+            split = (f"{r['cpu_ms_per_image']:>10.2f} {r['training_process_share']:>8.0%} {r['kernel_share']:>6.0%}"
+                     if r["cpu_ms_per_image"] is not None and r["training_process_share"] is not None
+                     and r["kernel_share"] is not None else f"{'-':>10} {'-':>8} {'-':>6}")
             print(f"{r['key'][:50]:<50} {r['throughput']:>9,.0f} {r['bottleneck']:>6} {r['cpu_util_per_vcpu']:>8.2f} "
-                  f"{ratio:>11} {alone:>10}{mark}")
+                  f"{ratio:>11} {alone:>10} {split}{mark}")
         if bound:
             print(f"CPU-bound points: {summary['within_target']} of {len(bound)} within {TARGET:.0%} of the loaded "
                   f"calibration x vCPUs (ratios {summary['min_ratio_loaded']:.2f} to {summary['max_ratio_loaded']:.2f}, "
