@@ -12,7 +12,9 @@ Where a point's time goes, from the worker's own timeline (`timeline_s`, seconds
 process started): `start` (interpreter, imports, CUDA, model, dataset index, loader start, up to the
 first step), `warm-up` (first step to the window), the window, `teardown` (window end to the
 workload's return: loader workers stopped) and `rest` (the worker's exit and sizer's own part:
-eviction, limit group, store), printed as medians per workload.
+eviction, limit group, store), printed as medians per workload; where workers noted the stages of
+their start, the start split into imports, model (on its device, CUDA context included), data
+(dataset index, loader) and the first batch (loader workers forked and primed, the first step).
 
 Usage: python benchmarks/sweep_cost.py --store gpu-runs/sizer.sqlite [--json] [--gap 180]
 """
@@ -38,18 +40,32 @@ def _percentile(values: list[float], q: float) -> float:
 PHASES = ("start_s", "warmup_s", "teardown_s", "rest_s")
 
 
+START_STAGES = ("torch_imported", "model_built", "data_opened", "first_step_done")
+START_PARTS = ("imports_s", "model_s", "data_s", "first_batch_s")
+
+
 def phases(timeline: dict | None, wall_s: float) -> dict:
-    """A point's wall split by its worker's timeline (empty for points stored without one)."""
+    """A point's wall split by its worker's timeline (empty for points stored without one); where the
+    worker noted the stages of its start, the start split too: interpreter and imports up to torch,
+    the model on its device (the CUDA context included), the dataset index and loader, and the
+    first batch (loader workers forked and primed, first step)."""
     t = timeline or {}
     needed = ("first_step_done", "window_start", "window_end", "run_returned")
     if not all(isinstance(t.get(k), (int, float)) for k in needed):
         return {}
-    return {
+    out = {
         "start_s": t["first_step_done"],
         "warmup_s": t["window_start"] - t["first_step_done"],
         "teardown_s": t["run_returned"] - t["window_end"],
         "rest_s": wall_s - t["run_returned"],
     }
+    seen = [(name, t[k]) for name, k in zip(START_PARTS, START_STAGES) if isinstance(t.get(k), (int, float))]
+    if len(seen) >= 2:
+        previous = 0.0
+        for name, at in seen:
+            out[name] = at - previous
+            previous = at
+    return out
 
 
 def point_costs(store_path: Path) -> list[dict]:
@@ -104,7 +120,8 @@ def summarize(rows: list[dict], gap_s: float = 180.0) -> dict:
             "median_window_s": statistics.median(windows),
             "outside_window_share": 1.0 - sum(windows) / sum(walls) if sum(walls) > 0 else None,
             "points_s": sum(walls),
-            **{f"median_{k}": (statistics.median(v) if (v := [r[k] for r in group if k in r]) else None) for k in PHASES},
+            **{f"median_{k}": (statistics.median(v) if (v := [r[k] for r in group if k in r]) else None)
+               for k in PHASES + START_PARTS},
         }
 
     for name in sorted(by_workload):
@@ -158,6 +175,14 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"{w['workload']:<{width}}  {w['median_start_s']:>5.1f}s  {w['median_warmup_s']:>6.1f}s  "
                   f"{w['median_window_s']:>6.1f}s  {w['median_teardown_s']:>7.1f}s  {w['median_rest_s']:>5.1f}s")
+    if any(w.get("median_imports_s") is not None for w in summary["workloads"]):
+        print(f"\n{'workload':<{width}}  {'imports':>7}  {'model':>6}  {'data':>6}  {'1st batch':>9}   (the start, medians per point)")
+        for w in summary["workloads"]:
+            if w.get("median_imports_s") is None:
+                continue
+            cells = [w.get(f"median_{k}") for k in START_PARTS]
+            print(f"{w['workload']:<{width}}  " + "  ".join(
+                f"{'-' if c is None else f'{c:.1f}s':>{n}}" for c, n in zip(cells, (7, 6, 6, 9))))
     t = summary["total"]
     print(f"sweep: {t['active_s'] / 60:.1f} min of wall time ({t['points']} points, {t['points_s'] / 60:.1f} min in points,"
           f" {t['outside_points_s'] / 60:.1f} min between them: calibration, datasets, reports); "

@@ -186,6 +186,13 @@ def test_worker_entry_runs_a_point_and_reports_bad_config(imagenet, tmp_path, re
     speed = r.extra["host_speed"]  # the host's moment on one of the point's vCPUs, before and after
     assert speed["before_mbps"] > 0 and speed["after_mbps"] > 0
     assert 0.0 <= r.counters["steal_share"] <= 1.0
+    # The start's stages, in the order they happen, then the meter and the first step.
+    t = r.extra["timeline_s"]
+    assert 0 < t["torch_imported"] < t["model_built"] <= t["data_opened"] <= t["meter_created"] < t["first_step_done"]
+    # The window's CPU taken apart: the loader workers decoded, the training process stepped.
+    c = r.counters
+    assert c["loader_cpu_cores"] > 0.1 and c["main_thread_cores"] > 0.1
+    assert c["cpu_ms_per_sample"] > c["loader_cpu_ms_per_sample"] > 0 and 0.0 <= c["cpu_system_share"] < 1.0
     assert json.loads((tmp_path / "out.json").read_text())["schema_version"] == 1
 
     bad = Spec(workload="resnet50-train", profile="cpu-small", data_dir=str(imagenet), config={"input": "floppy"})

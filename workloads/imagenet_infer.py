@@ -17,7 +17,7 @@ from typing import Any
 
 from workloads import stats
 from workloads import torch_common as tc
-from workloads.measure import bottleneck_label
+from workloads.measure import bottleneck_label, stage_done
 from workloads.protocol import Result, Spec, Workload, register
 
 
@@ -69,11 +69,13 @@ class ImagenetInfer(Workload):
 
         import torch
 
+        stage_done("torch_imported")
         device = tc.setup_device(cfg, spec.vcpus, spec.seed)
         cuda = tc.is_cuda(device)
         channels_last = bool(cfg["channels_last"])
         model = tc.build_cnn(cfg["model"], device, channels_last, aux_logits=False)
         model.eval()
+        stage_done("model_built")
 
         samples = tc.open_images(spec.data_dir, source, cfg["split"])
         workers = tc.loader_workers(cfg, spec.vcpus)
@@ -88,6 +90,7 @@ class ImagenetInfer(Workload):
             seed=spec.seed,
             pin_workers=bool(cfg.get("pin_workers", False)),
         )
+        stage_done("data_opened")
         warmup = tc.warmup_batches(cfg, workers)
         extra = result.extra
         extra.update(

@@ -21,7 +21,7 @@ import collections
 from typing import Any
 
 from workloads import torch_common as tc
-from workloads.measure import bottleneck_label
+from workloads.measure import bottleneck_label, stage_done
 from workloads.protocol import Result, Spec, Workload, register
 
 
@@ -93,6 +93,7 @@ class ImagenetTrain(Workload):
 
         import torch
 
+        stage_done("torch_imported")
         device = tc.setup_device(cfg, spec.vcpus, spec.seed)
         cuda = tc.is_cuda(device)
         if decode == "gpu" and not cuda:
@@ -103,6 +104,7 @@ class ImagenetTrain(Workload):
 
         model = tc.build_cnn(cfg["model"], device, channels_last, aux_logits=cfg.get("aux_logits"))
         model.train()
+        stage_done("model_built")
         optimizer = torch.optim.SGD(
             model.parameters(), lr=float(cfg["lr"]), momentum=float(cfg["momentum"]), weight_decay=float(cfg["weight_decay"])
         )
@@ -142,6 +144,7 @@ class ImagenetTrain(Workload):
             extra["dataset_images"] = len(samples)
             extra["dataset_gib"] = tc.dataset_bytes(spec.data_dir, source, cfg["split"]) / 2**30
 
+        stage_done("data_opened")
         # Synthetic batches are made on the device, already in the model's form.
         to_input = None if source == "synthetic" else tc.DeviceInput(device, normalize, channels_last)
         first_losses: list[Any] = []

@@ -29,6 +29,15 @@ def process_age_s() -> float:
         return 0.0
 
 
+_STAGES: dict[str, float] = {}
+
+
+def stage_done(name: str) -> None:
+    """Note that a stage of the worker's start ended (torch imported, model built, data opened), in
+    seconds since the process started: the point's timeline then splits its start (see Meter)."""
+    _STAGES.setdefault(name, round(process_age_s(), 3))
+
+
 # ---------------------------------------------------------------- process tree counters
 def _children_map() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
@@ -355,7 +364,7 @@ class Meter:
         self._t_start = time.perf_counter()
         self._t_measure: float | None = None
         # Where a point's time goes, in seconds since the worker process started (see finish).
-        self.timeline: dict[str, float] = {"meter_created": process_age_s()}
+        self.timeline: dict[str, float] = {**_STAGES, "meter_created": process_age_s()}
         self._before: dict[str, float] = {}
         self._steal_before: float | None = None
         self._main_cpu_before = 0.0

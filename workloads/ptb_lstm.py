@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads import torch_common as tc
-from workloads.measure import bottleneck_label
+from workloads.measure import bottleneck_label, stage_done
 from workloads.protocol import Result, Spec, Workload, register
 
 EOS = "<eos>"
@@ -108,6 +108,7 @@ class PtbLstmTrain(Workload):
         import torch
         import torch.nn.functional as F
 
+        stage_done("torch_imported")
         device = tc.setup_device(cfg, spec.vcpus, spec.seed)
         ids, vocab = read_corpus(path)
         batch_size, bptt = int(cfg["batch_size"]), int(cfg["bptt"])
@@ -119,6 +120,7 @@ class PtbLstmTrain(Workload):
         model = build_model(len(vocab), int(cfg["hidden"]), int(cfg["layers"]), float(cfg["dropout"]),
                             bool(cfg["tied"]), float(cfg["init"])).to(device)
         model.train()
+        stage_done("model_built")
         params = list(model.parameters())
         optimizer = torch.optim.SGD(params, lr=float(cfg["lr"]))
         clip = float(cfg["clip"])
