@@ -35,7 +35,7 @@ _STAGES: dict[str, float] = {}
 def stage_done(name: str) -> None:
     """Note that a stage of the worker's start ended (torch imported, model built, data opened), in
     seconds since the process started: the point's timeline then splits its start (see Meter)."""
-    _STAGES.setdefault(name, round(process_age_s(), 3))
+    _STAGES[name] = round(process_age_s(), 3)  # the latest run's, where one process runs several
 
 
 # ---------------------------------------------------------------- process tree counters
