@@ -43,20 +43,16 @@ SIZE = 224
 
 
 def children_cost() -> dict[str, float]:
-    """User and kernel CPU seconds and minor page faults of this process's descendants (the loader's
-    workers, or the calibration's processes), from /proc."""
-    from workloads.measure import process_tree
+    """CPU seconds (user, kernel) and minor page faults of this process's children and theirs (the
+    loader's workers, or the calibration's processes): the meter's own process-tree counters."""
+    from workloads.measure import children_map, tree_counters
 
-    tck = os.sysconf("SC_CLK_TCK")
     total = {"user_s": 0.0, "sys_s": 0.0, "faults": 0.0}
-    for pid in process_tree()[1:]:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total["faults"] += int(fields[7])
-        total["user_s"] += int(fields[11]) / tck
-        total["sys_s"] += int(fields[12]) / tck
+    for child in children_map().get(os.getpid(), []):
+        c = tree_counters(child)
+        total["user_s"] += c["cpu_user_seconds"]
+        total["sys_s"] += c["cpu_system_seconds"]
+        total["faults"] += c["minor_faults"]
     return total
 
 

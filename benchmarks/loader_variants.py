@@ -18,8 +18,8 @@ shared host falls on every variant alike):
 Prints two tables: images/s per variant, each pipeline over its calibration, and the variants over
 the default; then where each pipeline point's CPU went, in milliseconds per image against the
 calibration's (1000 / its rate): the loader workers, the training process's main thread and its
-other threads (pin memory, CUDA), the kernel's share and preemptions per second. Full results go to
---out as JSON.
+other threads (pin memory, CUDA), the kernel's share, preemptions per second and page faults per
+image. Full results go to --out as JSON.
 
 Usage: python benchmarks/loader_variants.py [--vcpus 4,16] [--ram 32G] [--budget 18] [--repeats 1]
                                            [--data DIR] [--profile auto] [--out FILE]
@@ -81,14 +81,14 @@ def run_point(variant: str, vcpus: int, args: argparse.Namespace) -> dict:
 
 
 BREAKDOWN = ("cpu_ms_per_sample", "loader_cpu_ms_per_sample", "main_thread_cores", "main_other_threads_cores",
-             "loader_cpu_cores", "cpu_system_share", "involuntary_switches_per_s")
+             "loader_cpu_cores", "cpu_system_share", "involuntary_switches_per_s", "minor_faults_per_sample")
 
 
 def breakdown_lines(rows: list[dict]) -> list[str]:
     """Where each pipeline point's CPU went, per image, beside its calibration's cost per image."""
     calib = {r["vcpus"]: r["figure"] for r in rows if r["variant"] == "calib" and r.get("figure")}
     lines = [f"{'vCPUs':>5} {'variant':<12} {'images/s':>8} {'calib ms':>8} {'CPU ms':>7} {'workers':>7} "
-             f"{'main thr':>8} {'other thr':>9} {'kernel':>6} {'preempt/s':>9}"]
+             f"{'main thr':>8} {'other thr':>9} {'kernel':>6} {'preempt/s':>9} {'faults':>6}"]
     for r in rows:
         if r["variant"].startswith("calib") or not r.get("cpu_ms_per_sample") or not r.get("figure"):
             continue
@@ -98,7 +98,8 @@ def breakdown_lines(rows: list[dict]) -> list[str]:
             f"{r['vcpus']:>5} {r['variant']:<12} {fmt(r['figure']):>8} {fmt(1000 / cal if cal else None, 1):>8} "
             f"{r['cpu_ms_per_sample']:>7.2f} {r['loader_cpu_ms_per_sample']:>7.2f} "
             f"{r['main_thread_cores'] * per_core:>8.2f} {r['main_other_threads_cores'] * per_core:>9.2f} "
-            f"{r['cpu_system_share']:>6.0%} {r['involuntary_switches_per_s']:>9,.0f}")
+            f"{r['cpu_system_share']:>6.0%} {r['involuntary_switches_per_s']:>9,.0f} "
+            f"{fmt(r.get('minor_faults_per_sample')):>6}")
     return lines
 
 

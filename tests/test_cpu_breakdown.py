@@ -57,6 +57,15 @@ def test_the_window_splits_cpu_between_main_thread_side_threads_and_workers():
     assert c["cpu_ms_per_sample"] == pytest.approx(1000 * c["cpu_seconds"] / 100.0)
     assert c["loader_cpu_ms_per_sample"] < c["cpu_ms_per_sample"]
     assert 0.0 <= c["cpu_system_share"] < 0.3  # spinning is user time
+    assert c["minor_faults_per_sample"] >= 0
+
+
+def test_fresh_memory_counts_as_page_faults():
+    before = tree_counters()
+    block = bytearray(64 << 20)  # 64 MiB, zeroed by the kernel page by page as it is touched
+    block[::4096] = b"x" * len(block[::4096])
+    parts = cpu_breakdown(before, tree_counters(), wall=1.0, samples=1)
+    assert parts["minor_faults_per_sample"] >= (64 << 20) // 4096 * 0.9
 
 
 def test_a_side_thread_is_not_the_main_thread():

@@ -45,9 +45,10 @@ class CpuCalibrate(Workload):
             os.sched_setaffinity(0, {allowed[0]})  # one vCPU, whatever the shape allows
         torch.set_num_threads(1)
         neighbours = allowed[1 : max(1, min(int(cfg.get("parallel", 1)), len(allowed)))] if cfg.get("pin", True) else []
+        images = _calibration_images(cfg)  # once: the neighbours decode the same set
         try:
-            with busy_neighbours(neighbours, cfg) as rates:
-                self._measure(spec, cfg, result)
+            with busy_neighbours(neighbours, cfg, images) as rates:
+                self._measure(spec, cfg, result, images)
             if neighbours:
                 result.extra["parallel"] = 1 + len(neighbours)
                 result.extra["neighbour_rates"] = list(rates)
@@ -65,11 +66,10 @@ class CpuCalibrate(Workload):
         result.bottleneck = bottleneck_label(result.counters, 1)
         return result
 
-    def _measure(self, spec: Spec, cfg: dict, result: Result) -> None:
+    def _measure(self, spec: Spec, cfg: dict, result: Result, images: list[bytes]) -> None:
         import torch
 
         torch.manual_seed(spec.seed)
-        images = _calibration_images(cfg)
         transform = tc.train_transform(int(cfg["image_size"]), cfg["normalize"])
         batch = max(1, int(cfg["batch"]))
 

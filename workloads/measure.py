@@ -39,7 +39,7 @@ def stage_done(name: str) -> None:
 
 
 # ---------------------------------------------------------------- process tree counters
-def _children_map() -> dict[int, list[int]]:
+def children_map() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -55,7 +55,7 @@ def _children_map() -> dict[int, list[int]]:
 
 def process_tree(root: int | None = None) -> list[int]:
     root = os.getpid() if root is None else root
-    kids = _children_map()
+    kids = children_map()
     out, todo = [], [root]
     while todo:
         pid = todo.pop()
@@ -73,12 +73,13 @@ def tree_counters(root: int | None = None) -> dict[str, float]:
     """CPU seconds, bytes read from storage and resident bytes of a process and its descendants
     (DataLoader workers are children, so they count), with the CPU time taken apart: user and
     kernel, the root process's own and its main thread's (the rest of the tree is its workers'),
-    and how often the tree's threads were preempted (involuntary context switches: a sign that more
-    threads wanted the CPUs than there were)."""
+    how often the tree's threads were preempted (involuntary context switches: a sign that more
+    threads wanted the CPUs than there were) and its minor page faults (fresh memory, zeroed by the
+    kernel: a loader's shared-memory batches)."""
     root = os.getpid() if root is None else root
     out = {"cpu_seconds": 0.0, "read_bytes": 0.0, "rss_bytes": 0.0, "cpu_user_seconds": 0.0,
            "cpu_system_seconds": 0.0, "root_cpu_seconds": 0.0, "root_main_thread_seconds": 0.0,
-           "involuntary_switches": 0.0}
+           "involuntary_switches": 0.0, "minor_faults": 0.0}
     for pid in process_tree(root):
         try:
             fields = _stat_fields(f"/proc/{pid}/stat")
@@ -87,6 +88,7 @@ def tree_counters(root: int | None = None) -> dict[str, float]:
             out["cpu_system_seconds"] += system
             out["cpu_seconds"] += user + system
             out["rss_bytes"] += int(fields[21]) * _PAGE
+            out["minor_faults"] += int(fields[7])
             if pid == root:
                 out["root_cpu_seconds"] = user + system
                 main = _stat_fields(f"/proc/{pid}/task/{pid}/stat")
@@ -485,7 +487,7 @@ def cpu_breakdown(before: dict[str, float], after: dict[str, float], wall: float
     """Where a window's CPU time went, from two `tree_counters` readings: the main thread (the
     training loop), the main process's other threads (pin memory, CUDA, samplers), the rest of the
     tree (loader workers), the share spent in the kernel, CPU milliseconds per sample (against the
-    calibration's 1000 / rate), and preemptions per second."""
+    calibration's 1000 / rate), page faults per sample, and preemptions per second."""
     d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
     if wall <= 0 or not before:
         return {}
@@ -500,6 +502,7 @@ def cpu_breakdown(before: dict[str, float], after: dict[str, float], wall: float
     if samples > 0:
         out["cpu_ms_per_sample"] = 1000.0 * cpu / samples
         out["loader_cpu_ms_per_sample"] = 1000.0 * (cpu - d["root_cpu_seconds"]) / samples
+        out["minor_faults_per_sample"] = d["minor_faults"] / samples
     return out
 
 
