@@ -6,7 +6,10 @@ images held in memory), each one after the other in this run, on the same CPUs:
 
 - `calib`: the calibration loop on N CPUs at once (one process each, pinned), images/s per CPU;
 - `calib-dataset`: the same loop over the dataset's own images (read into memory first);
-- `warm`: the loader with N workers on those N CPUs, the dataset in the page cache, read-ahead on;
+- `warm`: the loader with N workers on those N CPUs, the dataset in the page cache, read-ahead on,
+  each worker filling its shared-memory batches again (as a sweep runs it);
+- `warm-fresh-blocks`: the same with a fresh shared-memory block per batch (`recycle_batches` off),
+  as the stock collate allocates;
 - `warm-per-image`: the same with a tensor per image collated into the batch (`assemble_batches`
   off) instead of the batch written image by image into shared memory;
 - `cold`: the same after the dataset's pages were dropped (reads from the disk), read-ahead on;
@@ -38,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-VARIANTS = ("calib", "calib-dataset", "warm", "warm-per-image", "cold", "cold-serial")
+VARIANTS = ("calib", "calib-dataset", "warm", "warm-fresh-blocks", "warm-per-image", "cold", "cold-serial")
 SIZE = 224
 
 
@@ -76,7 +79,7 @@ def calibration_rate(cpus: list[int], images: list[bytes] | None, seconds: float
 
 
 def loader_rate(samples, worker_cpus: list[int], consumer_cpu: int, read_threads: int, batch: int,
-                seconds: float, seed: int, assemble: bool = True) -> tuple[float, dict]:
+                seconds: float, seed: int, assemble: bool = True, recycle: bool = True) -> tuple[float, dict]:
     """Images/s the loader hands over, its workers on `worker_cpus`, taken on `consumer_cpu`; and
     what each image cost the workers."""
     import torch
@@ -86,7 +89,7 @@ def loader_rate(samples, worker_cpus: list[int], consumer_cpu: int, read_threads
     own = os.sched_getaffinity(0)
     os.sched_setaffinity(0, set(worker_cpus))  # the workers inherit it when forked
     loader = tc.make_loader(tc.ImageSamples(samples, tc.train_transform(SIZE, "device"), read_threads, assemble), batch,
-                            len(worker_cpus), 2, pin_memory=False, shuffle=True, seed=seed)
+                            len(worker_cpus), 2, pin_memory=False, shuffle=True, seed=seed, recycle_batches=recycle)
     try:
         with tc.closing_loader(loader):
             it = iter(loader)
@@ -154,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(args.repeats):
             keep("calib", calibration_rate(worker_cpus, None, args.seconds))
             keep("calib-dataset", calibration_rate(worker_cpus, dataset_images, args.seconds))
-            for name, read_threads, cold, assemble in (("warm", 4, False, True), ("warm-per-image", 4, False, False),
-                                                       ("cold", 4, True, True), ("cold-serial", 0, True, True)):
+            for name, read_threads, cold, assemble, recycle in (
+                    ("warm", 4, False, True, True), ("warm-fresh-blocks", 4, False, True, False),
+                    ("warm-per-image", 4, False, False, False), ("cold", 4, True, True, True),
+                    ("cold-serial", 0, True, True, True)):
                 if cold:
                     evict(train_dir)
                 else:
@@ -163,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                         samples[i]
                 # per worker CPU, as the calibration
                 keep(name, loader_rate(samples, worker_cpus, consumer_cpu, read_threads, args.batch, args.seconds, rep,
-                                       assemble), args.workers)
+                                       assemble, recycle), args.workers)
             print(f"  run {rep + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items()), file=sys.stderr, flush=True)
     finally:
         if tmp is not None:
@@ -180,9 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{args.workers} worker(s) on CPUs {worker_cpus}, consumer on CPU {consumer_cpu}"
           f"{' (shared with a worker)' if shared else ''}; {len(samples)} images; medians of {args.repeats} runs")
-    print(f"{'variant':<14} {'images/s per CPU':>16} {'over calib':>10} {'user ms':>8} {'kernel ms':>9} {'faults':>7}  (per image)")
+    print(f"{'variant':<18} {'images/s per CPU':>16} {'over calib':>10} {'user ms':>8} {'kernel ms':>9} {'faults':>7}  (per image)")
     for t in table:
-        print(f"{t['variant']:<14} {t['images_per_s_per_cpu']:>16,.0f} {t['over_calib']:>10.2f} "
+        print(f"{t['variant']:<18} {t['images_per_s_per_cpu']:>16,.0f} {t['over_calib']:>10.2f} "
               f"{t['user_ms_per_image']:>8.2f} {t['sys_ms_per_image']:>9.2f} {t['faults_per_image']:>7.1f}")
     return 0
 

@@ -12,6 +12,8 @@ shared host falls on every variant alike):
   instead of the batch written image by image into shared memory;
 - `pinned`: the default with each loader worker pinned to a vCPU of its own (`pin_workers=true`)
   instead of free to run on any of the shape's;
+- `fresh-blocks`: the default with a fresh shared-memory block per batch (`recycle_batches=false`),
+  as the stock collate allocates, instead of each worker filling its own buffers again;
 - the calibration (`cpu-calibrate` with every vCPU of the shape decoding at once) for both per-image
   methods, so each pipeline is compared with its own per-vCPU rate times vCPUs.
 
@@ -42,9 +44,12 @@ VARIANTS = {
     "serial-read": ("resnet50-train", ["read_threads=0"], False),
     "per-image": ("resnet50-train", ["assemble_batches=false"], False),
     "pinned": ("resnet50-train", ["pin_workers=true"], False),
+    "fresh-blocks": ("resnet50-train", ["recycle_batches=false"], False),
     "calib": ("cpu-calibrate", [], False),
     "calib-worker": ("cpu-calibrate", ["normalize=worker"], False),
 }
+
+OTHERS = ("per-image", "pinned", "fresh-blocks")  # compared with the default and the calibration
 
 
 def sizer_cmd() -> list[str]:
@@ -122,8 +127,8 @@ def summarize(rows: list[dict], vcpus: list[int]) -> list[dict]:
             "quota_over_default": ratio(med["quota"], med["default"]),
             "serial-read_over_calib": ratio(med["serial-read"], (med["calib"] or 0) * v),
             "default_over_serial-read": ratio(med["default"], med["serial-read"]),
-            **{f"{n}_over_calib": ratio(med[n], (med["calib"] or 0) * v) for n in ("per-image", "pinned")},
-            **{f"{n}_over_default": ratio(med[n], med["default"]) for n in ("per-image", "pinned")},
+            **{f"{n}_over_calib": ratio(med[n], (med["calib"] or 0) * v) for n in OTHERS},
+            **{f"{n}_over_default": ratio(med[n], med["default"]) for n in OTHERS},
         })
     return table
 
@@ -169,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{fmt(t['calib-worker_ips']):>8} {fmt(t['worker_ips']):>8} {fmt(t['worker_over_calib'], 1):>8} "
               f"{fmt(t['worker_over_default'], 1):>7} {fmt(t['quota_ips']):>8} {fmt(t['quota_over_default'], 1):>7} "
               f"{fmt(t['serial-read_ips']):>8} {fmt(t['serial-read_over_calib'], 1):>8} {fmt(t['default_over_serial-read'], 1):>7}")
-    others = [name for name in ("per-image", "pinned") if name in variants]
+    others = [name for name in OTHERS if name in variants]
     if others:
         print(f"{'vCPUs':>5} " + " ".join(f"{n:>9} {'/(v*cal)':>8} {'/default':>8}" for n in others))
         for t in table:

@@ -46,9 +46,10 @@ START_PARTS = ("imports_s", "model_s", "data_s", "first_batch_s")
 
 def phases(timeline: dict | None, wall_s: float) -> dict:
     """A point's wall split by its worker's timeline (empty for points stored without one); where the
-    worker noted the stages of its start, the start split too: interpreter and imports up to torch,
-    the model on its device (the CUDA context included), the dataset index and loader, and the
-    first batch (loader workers forked and primed, first step)."""
+    worker noted the stages of its start, the start split too, each part the time from the stage
+    before it: interpreter and imports up to torch, the model on its device (the CUDA context
+    included), the dataset index and loader (its workers forked), and the first batch (the first
+    step, once the loader had one)."""
     t = timeline or {}
     needed = ("first_step_done", "window_start", "window_end", "run_returned")
     if not all(isinstance(t.get(k), (int, float)) for k in needed):
@@ -59,7 +60,9 @@ def phases(timeline: dict | None, wall_s: float) -> dict:
         "teardown_s": t["run_returned"] - t["window_end"],
         "rest_s": wall_s - t["run_returned"],
     }
-    seen = [(name, t[k]) for name, k in zip(START_PARTS, START_STAGES) if isinstance(t.get(k), (int, float))]
+    # In the order the worker went through them (image workloads open their loader before the model).
+    seen = sorted(((name, t[k]) for name, k in zip(START_PARTS, START_STAGES) if isinstance(t.get(k), (int, float))),
+                  key=lambda item: item[1])
     if len(seen) >= 2:
         previous = 0.0
         for name, at in seen:

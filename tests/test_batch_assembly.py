@@ -104,3 +104,71 @@ def test_pinned_loader_workers_each_run_on_one_cpu_of_the_shape():
     assert all(len(batch) == 1 and batch[0] in cpus for batch in seen[True])
     if len(cpus) > 1:  # workers 0 and 1 alternate batches: each on its own CPU
         assert seen[True][0] != seen[True][1]
+
+
+def _expected(dataset: tc.ImageSamples, batch_size: int, k: int):
+    """Batch k of a loader over endless unshuffled passes of the dataset."""
+    n = len(dataset)
+    return _stacked(dataset, [(batch_size * k + i) % n for i in range(batch_size)])
+
+
+def test_recycled_buffers_are_filled_again_only_after_the_training_process_let_go(folder):
+    samples = formats.open_image_dataset(folder, "files", "train")
+    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads=0)
+    loader = tc.make_loader(dataset, 6, 2, 2, pin_memory=False, shuffle=False, seed=0, recycle_batches=True)
+    recycler = dataset.recycler
+    assert recycler is not None and recycler.slots == 4
+    buffers = set()
+    with tc.closing_loader(loader):
+        it = iter(loader)
+        for k in range(20):  # each batch dropped before the next: its buffer comes back
+            images, labels = next(it)
+            want_images, want_labels = _expected(dataset, 6, k)
+            assert images.is_shared()
+            assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
+            buffers.add(images.untyped_storage().data_ptr())
+            del images, labels
+    # 20 batches through at most 2 workers x 4 buffers, each mapped once by the training process
+    assert len(buffers) <= 8
+    assert 0 < len(recycler._mapped) <= 8
+
+
+def test_batches_the_training_process_still_holds_are_never_overwritten(folder):
+    samples = formats.open_image_dataset(folder, "files", "train")
+    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads=0)
+    loader = tc.make_loader(dataset, 6, 2, 2, pin_memory=False, shuffle=False, seed=0, recycle_batches=True)
+    with tc.closing_loader(loader):
+        it = iter(loader)
+        held = [next(it) for _ in range(16)]  # twice the buffers there are: workers take fresh blocks
+    for k, (images, labels) in enumerate(held):
+        want_images, want_labels = _expected(dataset, 6, k)
+        assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
+    assert len({images.untyped_storage().data_ptr() for images, _ in held}) == 16
+
+
+def _children_faults() -> float:
+    import os
+
+    from workloads.measure import children_map, tree_counters
+
+    return sum(tree_counters(child)["minor_faults"] for child in children_map().get(os.getpid(), []))
+
+
+def test_recycling_cuts_the_workers_page_faults(folder):
+    """The point of recycling: a fresh shared-memory block faults in (and zeroes) every page."""
+    samples = formats.open_image_dataset(folder, "files", "train")
+    faults = {}
+    for recycle in (False, True):
+        dataset = tc.ImageSamples(samples, tc.eval_transform(128, 144), read_threads=0)
+        loader = tc.make_loader(dataset, 8, 1, 2, pin_memory=False, shuffle=False, seed=0, recycle_batches=recycle)
+        with tc.closing_loader(loader):
+            it = iter(loader)
+            for _ in range(6):
+                next(it)
+            before = _children_faults()
+            for _ in range(12):
+                next(it)
+            faults[recycle] = _children_faults() - before
+    # 12 batches of 8 x 128 x 128 x 3 bytes: 96 pages each when every batch is a fresh block
+    assert faults[False] >= 12 * 96 * 0.8
+    assert faults[True] < faults[False] / 4

@@ -23,7 +23,7 @@ from workloads.protocol import Result, Spec, Workload, register
 
 def profiles(arch: str, gpu_size: int, gpu_resize: int, small_model: str, small_size: int, small_resize: int):
     common = {"input": "files", "split": "val", "workers": None, "prefetch_factor": 2, "read_threads": 4,
-              "assemble_batches": True, "pin_workers": False,
+              "assemble_batches": True, "recycle_batches": True, "pin_workers": False,
               "warmup_steps": 3, "normalize": "device"}
     return {
         "gpu": {
@@ -73,10 +73,9 @@ class ImagenetInfer(Workload):
         device = tc.setup_device(cfg, spec.vcpus, spec.seed)
         cuda = tc.is_cuda(device)
         channels_last = bool(cfg["channels_last"])
-        model = tc.build_cnn(cfg["model"], device, channels_last, aux_logits=False)
-        model.eval()
-        stage_done("model_built")
 
+        # The loader first: its workers fork and fill the prefetch queue while the model is built
+        # and the CUDA context made, not after.
         samples = tc.open_images(spec.data_dir, source, cfg["split"])
         workers = tc.loader_workers(cfg, spec.vcpus)
         loader = tc.make_loader(
@@ -89,8 +88,13 @@ class ImagenetInfer(Workload):
             shuffle=False,
             seed=spec.seed,
             pin_workers=bool(cfg.get("pin_workers", False)),
+            recycle_batches=bool(cfg.get("recycle_batches", True)),
         )
+        batches = iter(loader)
         stage_done("data_opened")
+        model = tc.build_cnn(cfg["model"], device, channels_last, aux_logits=False)
+        model.eval()
+        stage_done("model_built")
         warmup = tc.warmup_batches(cfg, workers)
         extra = result.extra
         extra.update(
@@ -124,7 +128,7 @@ class ImagenetInfer(Workload):
 
         meter = tc.new_meter(spec, cfg, warmup, device, round_steps=workers if source != "synthetic" else 1)
         with tc.closing_loader(loader):
-            tc.run_epochs(meter, loader, step, tc.StepClock(device), extra, pass_samples=len(samples))
+            tc.run_epochs(meter, batches, step, tc.StepClock(device), extra, pass_samples=len(samples))
             meter.finish(result, spec.vcpus)
         if cuda:
             torch.cuda.synchronize()
