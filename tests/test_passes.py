@@ -169,3 +169,17 @@ def test_a_sweep_of_two_passes_in_slices_stores_both_and_reports_one_figure_per_
     assert all(min(r) > 0 for r in rates.values())
     csv_rows = (tmp_path / "out" / "points.csv").read_text().strip().splitlines()
     assert len(csv_rows) == 1 + 4  # every measurement, not the medians
+
+
+def test_sweep_cost_splits_a_start_in_the_order_its_stages_happened():
+    """Image workloads open their loader before they build the model: each part of the start is
+    the time from the stage before it, whatever order the stages came in."""
+    spec = importlib.util.spec_from_file_location("sweep_cost", ROOT / "benchmarks" / "sweep_cost.py")
+    sweep_cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep_cost)
+    timeline = {"torch_imported": 3.0, "data_opened": 6.5, "model_built": 7.0, "first_step_done": 9.5,
+                "window_start": 10.5, "window_end": 18.5, "run_returned": 19.0}
+    parts = sweep_cost.phases(timeline, wall_s=21.0)
+    assert parts["imports_s"] == 3.0 and parts["data_s"] == 3.5
+    assert parts["model_s"] == pytest.approx(0.5) and parts["first_batch_s"] == pytest.approx(2.5)
+    assert parts["start_s"] == 9.5 and parts["teardown_s"] == pytest.approx(0.5) and parts["rest_s"] == 2.0
