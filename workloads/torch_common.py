@@ -353,7 +353,6 @@ class BatchRecycler:
         self.handed_over = multiprocessing.RawArray("b", max(1, int(workers)) * self.slots)
         self._buffers: dict[int, Any] = {}  # a worker's own buffers, by slot
         self._mapped: dict[int, Any] = {}  # the training process's mappings, by flag index
-        self.fresh_blocks = 0  # blocks taken because every slot was out (worker side)
         _RECYCLERS[self.key] = self
 
     def acquire(self, shape: tuple[int, ...]) -> tuple[Any, int | None]:
@@ -374,7 +373,6 @@ class BatchRecycler:
                 buffer = self._buffers[slot] = _batch_tensor(shape)
             self.handed_over[index] = 1
             return buffer, index
-        self.fresh_blocks += 1
         return _batch_tensor(shape), None
 
     def received(self, images: Any, index: int) -> None:
