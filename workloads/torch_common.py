@@ -336,8 +336,9 @@ class BatchRecycler:
     A fresh block costs its worker a page fault and the zeroing of every 4 KiB page as the images
     are written (THP is off for shared memory on the hosts measured): about 39 faults and 0.11 to
     0.13 ms of kernel time per 224x224 image on an H200 host, 4% of the decode's time. A worker owns
-    `slots` buffers; a flag in memory shared with the training process (made before the workers
-    fork) says a buffer is handed over. The training process clears it when the batch's image tensor
+    up to `slots` buffers, made as it needs them (so it holds as many as it ever had out at once, as
+    many as the stock loader has alive at its peak); a flag in memory shared with the training
+    process (made before the workers fork) says a buffer is handed over. The training process clears it when the batch's image tensor
     is freed (after the pin-memory copy, or the copy to the device), and keeps the buffer mapped, so
     a buffer handed over again maps nothing new. When every slot is out (the training process holds
     more batches than the prefetch depth), the worker takes a fresh block, as the stock collate does:
