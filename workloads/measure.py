@@ -104,11 +104,6 @@ def tree_counters(root: int | None = None) -> dict[str, float]:
     return out
 
 
-def _own_cpu_seconds() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
 def steal_seconds(cpus: set[int] | None = None) -> float | None:
     """Seconds the hypervisor ran something else while these CPUs (default: this process's) wanted
     to run: the `steal` column of /proc/stat's per-CPU lines. None where the kernel reports none."""
@@ -369,7 +364,6 @@ class Meter:
         self.timeline: dict[str, float] = {**_STAGES, "meter_created": process_age_s()}
         self._before: dict[str, float] = {}
         self._steal_before: float | None = None
-        self._main_cpu_before = 0.0
         self._after: dict[str, float] = {}
         self._gpu = GpuSampler() if gpu else None
 
@@ -390,7 +384,6 @@ class Meter:
             self._t_measure = time.perf_counter() - seconds
             self._before = tree_counters()
             self._steal_before = steal_seconds()
-            self._main_cpu_before = _own_cpu_seconds()
             if self._gpu is not None:
                 self._gpu.start()
         self.steps.append([float(seconds), float(samples), 1.0 if warm else 0.0])
@@ -459,9 +452,6 @@ class Meter:
             }
         )
         if wall > 0:
-            # The worker's own process (its training loop, pin-memory thread, CUDA launches) apart
-            # from its loader workers: near 1 core, that one loop may be what binds the point.
-            result.counters["main_cpu_cores"] = (_own_cpu_seconds() - self._main_cpu_before) / wall
             result.counters.update(cpu_breakdown(self._before, after, wall, result.counters["measured_samples"]))
         steal_after = steal_seconds()
         if self._steal_before is not None and steal_after is not None and wall > 0:
@@ -484,8 +474,8 @@ class Meter:
 
 
 def cpu_breakdown(before: dict[str, float], after: dict[str, float], wall: float, samples: float) -> dict[str, float]:
-    """Where a window's CPU time went, from two `tree_counters` readings: the main thread (the
-    training loop), the main process's other threads (pin memory, CUDA, samplers), the rest of the
+    """Where a window's CPU time went, from two `tree_counters` readings: the main process in all,
+    its main thread (the training loop), its other threads (pin memory, CUDA, samplers), the rest of the
     tree (loader workers), the share spent in the kernel, CPU milliseconds per sample (against the
     calibration's 1000 / rate), page faults per sample, and preemptions per second."""
     d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
@@ -493,6 +483,9 @@ def cpu_breakdown(before: dict[str, float], after: dict[str, float], wall: float
         return {}
     cpu = d["cpu_seconds"]
     out = {
+        # The worker's own process (its training loop, pin-memory thread, CUDA launches) apart from
+        # its loader workers: near 1 core, that one loop may be what binds the point.
+        "main_cpu_cores": d["root_cpu_seconds"] / wall,
         "main_thread_cores": d["root_main_thread_seconds"] / wall,
         "main_other_threads_cores": (d["root_cpu_seconds"] - d["root_main_thread_seconds"]) / wall,
         "loader_cpu_cores": (cpu - d["root_cpu_seconds"]) / wall,
