@@ -17,7 +17,8 @@
 #        SIZER_DATA (datasets, on the disk to throttle; default /root/sizer-data), SLICE, GPU,
 #        REPORT=0 (skip the store-wide report, cost and accuracy after the slice), PLAIN=0 (skip the
 #        plain PyTorch loop), SWEEP_ARGS (more `sizer sweep` options, e.g. "--budget 12 --no-calibrate"),
-#        REPEAT (measure a point again when its windows spread by more; default 0.2, empty: never)
+#        REPEAT (measure a point again when its windows spread by more; default 0.2, empty: never;
+#        never with --passes in SWEEP_ARGS)
 #        On a shared VM host whose speed drifts, measure in passes instead of repeats:
 #        REPEAT= SWEEP_ARGS="--passes 2 --budget 10" (resnet50-infer: 60 points in 28 min on an H200)
 # exit:  0 every entry complete, 3 a slice ended with points left (run it again), 4 a sweep failed
@@ -31,6 +32,9 @@ VCPUS=${VCPUS:-2,4,8,12,16}
 DISKS=${DISKS:-local-nvme,ssd,standard}
 RAM=${RAM:-8G,32G}
 REPEAT=${REPEAT-0.2}
+# Passes measure every shape again anyway; repeats on top cost the time the last pass needs (seen on
+# an H200: 14 of 51 inference points measured twice, and the second pass unfinished when the lease ended).
+case " ${SWEEP_ARGS:-} " in *" --passes "*) REPEAT= ;; esac
 if [ $# -gt 0 ]; then ENTRIES=("$@"); else
   ENTRIES=(resnet50-train resnet50-train:decode=gpu resnet50-infer:split=train imagenet-preprocess ptb-lstm-train)
 fi

@@ -13,7 +13,12 @@ of the budget) of the window had passed, at a cost growing with the steps so far
 many fast steps (ptb-lstm-train: 6 ms) slowed down from then on. The steps before it are untouched
 by that cost: S = the sweep's budget / 3.
 
-Usage: python benchmarks/rewindow_store.py STORE [--spread-target 0.05] [--first-seconds S --workload NAME]
+`--whole-window`: re-derive every point's figure as its whole window's rate (samples over seconds,
+over whole loader rounds), the figure workers give since the median of sub-window rates was
+dropped (workloads/stats.py). The earlier figure is kept under result.extra["whole_window"];
+points whose figure already took every step (the input ended) are left as they are.
+
+Usage: python benchmarks/rewindow_store.py STORE [--spread-target 0.05] [--first-seconds S --workload NAME | --whole-window]
 """
 
 from __future__ import annotations
@@ -65,12 +70,41 @@ def rewindow(path: Path, spread_target: float = 0.05, n_windows: int = 5) -> lis
     """Round-aligned windows for every loader-fed point; returns the changes."""
 
     def rule(result: dict):
-        workers = result["extra"].get("loader_workers")
-        if not isinstance(workers, int) or workers < 2:
+        workers = round_steps_of(result)
+        if workers < 2:
             return None
         return result.get("steps") or [], workers, {"round_steps": workers}
 
     return _rederive(path, rule, spread_target, n_windows)
+
+
+def round_steps_of(result: dict) -> int:
+    """The loader round a worker's meter used: W workers feeding files, else single steps."""
+    workers = result.get("extra", {}).get("loader_workers")
+    if not isinstance(workers, int) or workers < 2 or result.get("config", {}).get("input") == "synthetic":
+        return 1
+    return workers
+
+
+def whole_window(path: Path) -> list[tuple[str, float, float]]:
+    """Every usable point's figure as its whole window's rate; returns (key, old, new) of each change."""
+    changed = []
+    conn = sqlite3.connect(path)
+    with conn:
+        for point_id, key, status, raw in conn.execute("SELECT id, key, status, result FROM points").fetchall():
+            result = json.loads(raw)
+            extra = result.setdefault("extra", {})
+            if status not in ("ok", "noisy") or "whole_window" in extra or extra.get("figure"):
+                continue
+            rate = stats.window_rate(result.get("steps") or [], round_steps_of(result))
+            if rate <= 0:
+                continue
+            extra["whole_window"] = {"throughput": result["throughput"], "rule": "whole window, not the median of sub-windows"}
+            result["throughput"] = rate
+            conn.execute("UPDATE points SET throughput=?, result=? WHERE id=?", (rate, json.dumps(result), point_id))
+            changed.append((key, extra["whole_window"]["throughput"], rate))
+    conn.close()
+    return changed
 
 
 def first_seconds(steps: list, seconds: float) -> list:
@@ -102,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spread-target", type=float, default=0.05)
     parser.add_argument("--first-seconds", type=float, help="keep only this many seconds of measured steps")
     parser.add_argument("--workload", help="the workload whose points --first-seconds re-derives")
+    parser.add_argument("--whole-window", action="store_true", help="every figure as its whole window's rate")
     args = parser.parse_args(argv)
     if not args.store.is_file():
         print(f"rewindow_store: error: no store at {args.store}", file=sys.stderr)
@@ -109,7 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     if (args.first_seconds is None) != (args.workload is None):
         print("rewindow_store: error: --first-seconds and --workload go together", file=sys.stderr)
         return 2
-    if args.first_seconds is not None:
+    if args.whole_window and args.first_seconds is not None:
+        print("rewindow_store: error: --whole-window goes alone", file=sys.stderr)
+        return 2
+    if args.whole_window:
+        changed = whole_window(args.store)
+    elif args.first_seconds is not None:
         changed = rewindow_prefix(args.store, args.workload, args.first_seconds, args.spread_target)
     else:
         changed = rewindow(args.store, args.spread_target)

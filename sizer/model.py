@@ -87,6 +87,12 @@ class WorkloadFit:
         return float(self.params["gpu_ceiling"].value)
 
     @property
+    def measured_vcpus_max(self) -> int | None:
+        """The most vCPUs of a fitted point that read real input: beyond it the CPU term is extrapolated."""
+        counts = [p.vcpus for p, _ in self.residuals if p.input != SYNTHETIC_INPUT]
+        return max(counts) if counts else None
+
+    @property
     def ceiling_name(self) -> str:
         """What the ceiling is called in words: the GPU's own speed, or for a job that runs no GPU
         (preprocessing, any job on a host without one) just the level its points reach."""

@@ -142,6 +142,9 @@ def recommend(
                 by_row[o.instance.key] = o
         rejected = sorted(by_row.values(), key=lambda o: (o.price_per_gpu_hour, o.instance.instance_type))
         reason = _chosen_reason(chosen, ceiling, unit, want, tolerance, rejected, fit.ceiling_name)
+        beyond = _beyond_measured(fit, chosen, target, cpu_scale)
+        if beyond:
+            notes.append(beyond)
     else:
         priced = [o for o in considered if o.price_per_gpu_hour is not None and o.bottleneck != "gpu-memory"]
         if priced:
@@ -241,6 +244,24 @@ def _row_options(fit, row: InstanceType, table, target, ceiling, job_samples, gp
         options.append(Option(row, disk, x, bottleneck, meets, cpm, hours, cost, "; ".join(why),
                               share_v, share_m, price, bw))
     return options
+
+
+def _beyond_measured(fit, option: Option, target: float, cpu_scale: float) -> str | None:
+    """A note when an option meets the target only at more vCPUs than any measured point had: its
+    CPU term there is the fitted curve's extrapolation, which a small change in the fit can turn
+    (seen on the H200 example: the contention term of resnet50-train's fit fell from 0.0007 to 0
+    when its figures were re-derived, and the 24-vCPU share of a p5en.48xlarge went from 89% to 100%
+    of the ceiling)."""
+    top = fit.measured_vcpus_max
+    if not top or option.share_vcpus <= top:
+        return None
+    at_top = fit.predict(top, option.share_memory_gib, option.disk_mbps, cpu_scale=cpu_scale, monotone=True)
+    if at_top.throughput >= target * (1 - 1e-9):
+        return None
+    return (f"{option.instance.instance_type} gives each GPU {option.share_vcpus:g} vCPUs, more than the {top} "
+            f"measured; at {top} the model predicts {_fmt(at_top.throughput)} {fit.unit} "
+            f"({at_top.throughput / fit.ceiling:.0%} of the {fit.ceiling_name}): the choice rests on extrapolating "
+            f"the CPU term, so measure a shape with {option.share_vcpus:g} vCPUs before buying")
 
 
 def _needs_local_nvme(fit, considered, rows, table, target, cpu_scale) -> bool:

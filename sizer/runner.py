@@ -121,8 +121,28 @@ def run_point(
     """Measure one point in a fresh worker. Never raises for a worker's failure: that is a status."""
     python, extra_env = interpreter_for(interpreter)
     timeout_s = default_timeout(spec) if timeout_s is None else timeout_s
-    owns_dir = work_dir is None
-    wdir = Path(tempfile.mkdtemp(prefix="sizer-point-")) if owns_dir else Path(work_dir)  # type: ignore[arg-type]
+    if work_dir is not None:
+        return _run_point_in(spec, group, python, extra_env, timeout_s, Path(work_dir), env, unit, framework, should_stop)
+    # A point's own folder goes whatever happens to the point (Ctrl-C, SIGTERM, a failed start).
+    wdir = Path(tempfile.mkdtemp(prefix="sizer-point-"))
+    try:
+        return _run_point_in(spec, group, python, extra_env, timeout_s, wdir, env, unit, framework, should_stop)
+    finally:
+        _remove_tree(wdir)
+
+
+def _run_point_in(
+    spec: Spec,
+    group: LimitGroup | None,
+    python: str,
+    extra_env: dict[str, str],
+    timeout_s: float,
+    wdir: Path,
+    env: dict[str, str] | None,
+    unit: str,
+    framework: str,
+    should_stop: Callable[[], bool] | None,
+) -> PointRun:
     wdir.mkdir(parents=True, exist_ok=True)
     spec_path, out_path, err_path = wdir / "spec.json", wdir / "result.json", wdir / "stderr.txt"
     for stale in (out_path, err_path):
@@ -234,8 +254,6 @@ def run_point(
         base.extra["enforcement"] = enforced
     base.extra["worker_wall_s"] = round(wall, 3)
     base.extra["returncode"] = returncode
-    if owns_dir:
-        _remove_tree(wdir)
     return PointRun(result=base, enforced=enforced, started=started, wall_s=wall, returncode=returncode, cgroup=figures)
 
 

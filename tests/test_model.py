@@ -315,16 +315,10 @@ def test_measured_ceiling_is_kept_and_a_disagreement_is_noted(disk_classes):
     assert any("GPU-bound shape(s) ran at 106%" in n for n in fit.notes)
 
 
-def test_model_accuracy_benchmark_holds_out_shapes_and_levels(tmp_path):
-    import importlib.util
-    from pathlib import Path
-
+def test_model_accuracy_benchmark_holds_out_shapes_and_levels(tmp_path, benchmark):
     from sizer.points import write_points_csv
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "model_accuracy.py"
-    spec = importlib.util.spec_from_file_location("model_accuracy", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = benchmark("model_accuracy")
     points = simulate_points("w", TRUTH, (1, 2, 4, 8, 16), DISKS, RAMS, noise=0.02, seed=0)
     rows = bench.evaluate(points)
     methods = {r["method"]: r for r in rows if r["workload"] == "w"}

@@ -3,11 +3,8 @@ per shape for the model and the report, and a real sweep of two passes in slices
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
 import json
 import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +12,6 @@ from sizer.errors import SizerError
 from sizer.model import simulate_points
 from sizer.points import Point, combine_passes
 from sizer.shapes import MAX_PASSES, build_plan
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
@@ -90,14 +85,7 @@ TRUTH = {"gpu_ceiling": 4000.0, "per_vcpu": 300.0, "usl_sigma": 0.02, "usl_kappa
 DISKS = {"local-nvme": None, "ssd": 300.0, "standard": 140.0}
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("model_accuracy", ROOT / "benchmarks" / "model_accuracy.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
-
-
-def test_the_median_of_three_passes_takes_a_slow_moment_out_of_the_held_out_error(tmp_path):
+def test_the_median_of_three_passes_takes_a_slow_moment_out_of_the_held_out_error(tmp_path, benchmark):
     """A host that slows down for a while: in each pass a different stretch of the grid runs 25%
     slow. One pass alone carries those points into the held-out error; the median of three does not."""
     passes = []
@@ -109,7 +97,7 @@ def test_the_median_of_three_passes_takes_a_slow_moment_out_of_the_held_out_erro
             if n:
                 p.extra["pass"] = n + 1
         passes.extend(points)
-    bench = _bench()
+    bench = benchmark("model_accuracy")
 
     def held_out(points):
         rows = bench.evaluate(combine_passes(points))
@@ -171,12 +159,10 @@ def test_a_sweep_of_two_passes_in_slices_stores_both_and_reports_one_figure_per_
     assert len(csv_rows) == 1 + 4  # every measurement, not the medians
 
 
-def test_sweep_cost_splits_a_start_in_the_order_its_stages_happened():
+def test_sweep_cost_splits_a_start_in_the_order_its_stages_happened(benchmark):
     """Image workloads open their loader before they build the model: each part of the start is
     the time from the stage before it, whatever order the stages came in."""
-    spec = importlib.util.spec_from_file_location("sweep_cost", ROOT / "benchmarks" / "sweep_cost.py")
-    sweep_cost = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep_cost)
+    sweep_cost = benchmark("sweep_cost")
     timeline = {"torch_imported": 3.0, "data_opened": 6.5, "model_built": 7.0, "first_step_done": 9.5,
                 "window_start": 10.5, "window_end": 18.5, "run_returned": 19.0}
     parts = sweep_cost.phases(timeline, wall_s=21.0)

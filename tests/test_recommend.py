@@ -300,3 +300,20 @@ def test_the_ceiling_is_the_gpus_only_for_a_job_that_ran_one(disk_classes, gpu_b
     else:
         assert fit.ceiling_name == "ceiling" and "of the ceiling" in rec.reason
         assert not any("GPU ceiling" in t for t in texts)
+
+
+def test_a_choice_that_rests_on_more_vcpus_than_were_measured_says_so(disk_classes):
+    # 250 images/s per vCPU: 16 vCPUs are needed. Measured up to 16, the choice is measured; measured
+    # only up to 8, the same choice rests on extrapolating the CPU term, and the note says so.
+    truth = _truth(gpu_ceiling=3800.0, per_vcpu=250.0, dataset_gib=6.0, footprint_gib=2.0)
+    measured = _scenario(disk_classes, truth, (16.0, 32.0), "A10G")
+    assert _chosen(measured)[0] == "g5.4xlarge"
+    assert not any("extrapolating" in n for n in measured.notes)
+
+    points = simulate_points("w", truth, (1, 2, 4, 8), DISKS, (16.0, 32.0), noise=0.02, seed=7, gpu_model="A10G")
+    fit = fit_points(points, disk_classes)["w"]
+    assert fit.measured_vcpus_max == 8
+    rec = recommend(fit, load_catalog(gpu="A10G"), "A10G", disk_classes=disk_classes)
+    assert _chosen(rec)[0] == "g5.4xlarge"
+    note = next(n for n in rec.notes if "extrapolating" in n)
+    assert "16 vCPUs, more than the 8 measured" in note and "measure a shape with 16 vCPUs" in note

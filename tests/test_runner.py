@@ -102,3 +102,20 @@ def test_unknown_or_missing_interpreter_is_refused(tmp_path, monkeypatch):
     with pytest.raises(SizerError, match="unknown worker interpreter"):
         interpreter_for("jython")
     assert interpreter_for("")[1] == {}
+
+
+def test_a_point_interrupted_leaves_no_folder_behind(tmp_path, monkeypatch):
+    """Ctrl-C during a point (the sweep's stop flag) takes its worker down and removes its folder."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    calls = []
+
+    def stop_after_a_moment() -> bool:
+        calls.append(1)
+        return len(calls) > 4
+
+    with pytest.raises(KeyboardInterrupt):
+        run_point(Spec(workload="cpu-spin", vcpus=1, time_budget_s=30), AffinityBackend().create(LimitRequest(cpus=(0,))),
+                  should_stop=stop_after_a_moment)
+    assert calls and not list(tmp_path.glob("sizer-point-*"))

@@ -417,10 +417,10 @@ class Meter:
         """Fill the result's figures and counters from the measured window.
 
         `input_ended`: the job ran out of input before the meter had a steady figure (a one-pass
-        job on a small folder), so its rate is the whole window's, not the median of its windows
-        (seen on the dev host: a cold pass through a throttle ran fast, then stalled; its median
-        window read 1,831 images/s while the bytes it read, 105 MB/s of 107 kB images, said about
-        1,000).
+        job on a small folder), so its rate takes every measured step, an incomplete last round
+        included, and says so (seen on the dev host: a cold pass through a throttle ran fast, then
+        stalled; the median of its windows read 1,831 images/s while the bytes it read, 105 MB/s of
+        107 kB images, said about 1,000).
         """
         wall = (time.perf_counter() - self._t_measure) if self._t_measure else 0.0
         after = tree_counters()

@@ -55,8 +55,8 @@ class Result:
     unit: str
     profile: str
     status: str = OK
-    throughput: float = 0.0  # median of the window rates, in `unit`
-    spread: float = 0.0  # (max - min) / median of the window rates
+    throughput: float = 0.0  # the measured window's samples over its seconds, in `unit`
+    spread: float = 0.0  # (max - min) / median of the sub-window rates
     window_rates: list[float] = field(default_factory=list)
     # One row per step: [seconds, samples, warmup (0/1)].
     steps: list[list[float]] = field(default_factory=list)

@@ -35,27 +35,41 @@ def relative_spread(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / m if m > 0 else math.inf
 
 
-def window_rates(steps: Sequence[Sequence[float]], n_windows: int, round_steps: int = 1) -> list[float]:
-    """Split the measured (non-warm-up) steps into `n_windows` consecutive windows of about equal
-    sample counts and return each window's rate (samples / seconds).
+def _rounds(steps: Sequence[Sequence[float]], round_steps: int) -> list[tuple[float, float]]:
+    """(seconds, samples) of each whole round of `round_steps` measured (non-warm-up) steps.
 
-    `steps` rows are [seconds, samples, warmup]. Windows never split a step, nor a round of
-    `round_steps` steps: a loader with W workers hands over batches in bursts of about W, so a window
-    must hold whole rounds. An incomplete last round is left out (seen on an H200: 2 steps of a
-    burst, alone in the last window, read 146,202 images/s beside windows of about 400).
+    `steps` rows are [seconds, samples, warmup]. A loader with W workers hands over batches in
+    bursts of about W, so figures are taken over whole rounds. An incomplete last round is left out
+    (seen on an H200: 2 steps of a burst, alone in the last window, read 146,202 images/s beside
+    windows of about 400); fewer steps than a round are one round.
     """
     measured = [(float(s[0]), float(s[1])) for s in steps if not (len(s) > 2 and s[2])]
-    if n_windows < 1:
-        raise ValueError("n_windows must be >= 1")
     size = max(1, int(round_steps))
     if len(measured) >= size:
         measured = measured[: len(measured) // size * size]
     else:
         size = max(1, len(measured))
-    rounds = [
+    return [
         (sum(dt for dt, _ in measured[i : i + size]), sum(n for _, n in measured[i : i + size]))
         for i in range(0, len(measured), size)
     ]
+
+
+def window_rate(steps: Sequence[Sequence[float]], round_steps: int = 1) -> float:
+    """The measured window's rate: its samples over its seconds, over whole rounds (0 if empty)."""
+    rounds = _rounds(steps, round_steps)
+    seconds = sum(dt for dt, _ in rounds)
+    return sum(n for _, n in rounds) / seconds if seconds > 0 else 0.0
+
+
+def window_rates(steps: Sequence[Sequence[float]], n_windows: int, round_steps: int = 1) -> list[float]:
+    """Split the measured (non-warm-up) steps into `n_windows` consecutive windows of about equal
+    sample counts and return each window's rate (samples / seconds). Windows never split a step,
+    nor a round of `round_steps` steps (see `_rounds`).
+    """
+    if n_windows < 1:
+        raise ValueError("n_windows must be >= 1")
+    rounds = _rounds(steps, round_steps)
     if len(rounds) < n_windows:
         n_windows = max(1, len(rounds))
     if not rounds:
@@ -75,8 +89,16 @@ def window_rates(steps: Sequence[Sequence[float]], n_windows: int, round_steps: 
 
 
 def summarize(steps: Sequence[Sequence[float]], n_windows: int = 5, round_steps: int = 1) -> tuple[float, float, list[float]]:
-    """(median window rate, relative spread, window rates) of the measured steps."""
+    """(the whole window's rate, relative spread of its sub-windows, their rates) of the measured steps.
+
+    The figure is the whole window's rate, not the median of its sub-windows: a loader-bound point
+    holds only a few rounds of batches, so each sub-window's rate hangs on where a burst fell, and
+    the median of five such rates moved one point by up to 16% from its own samples over seconds.
+    Over the 292 stored points of the H200 example, the whole window's rate made repeated shapes
+    agree better and the model's held-out error smaller (docs/PERFORMANCE.md, "The figure of a
+    point"). The sub-windows' spread still flags a point whose rate moved within its window.
+    """
     rates = window_rates(steps, n_windows, round_steps)
     if not rates:
         return 0.0, 0.0, []
-    return median(rates), relative_spread(rates), rates
+    return window_rate(steps, round_steps), relative_spread(rates), rates
