@@ -30,6 +30,7 @@ one of --images JPEGs)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -38,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -107,6 +109,31 @@ def loader_rate(samples, worker_cpus: list[int], consumer_cpu: int, read_threads
         os.sched_setaffinity(0, own)
 
 
+def image_folder(path: Path) -> Path | None:
+    """The image folder (with train/) of a dataset made by `sizer data imagenet` or of a sweep's data
+    root (--data, as sizer lays it out); None if it has none."""
+    for folder in (path, path / "imagenet"):
+        if (folder / "train").is_dir():
+            return folder
+    return None
+
+
+@contextlib.contextmanager
+def images_at(folder: Path | None, images: int, prefix: str) -> Iterator[Path]:
+    """`folder`, or a temporary dataset of `images` generated JPEGs removed afterwards."""
+    if folder is not None:
+        yield folder
+        return
+    from workloads.synth import generate_imagenet
+
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        generate_imagenet(tmp, images, 100, seed=0, val_fraction=0.0)
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path)
@@ -124,23 +151,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.seconds <= 0 or args.repeats < 1 or args.batch < 1:
         print("loader_overhead: error: --seconds, --repeats and --batch must be positive", file=sys.stderr)
         return 2
-    if args.data and not (args.data / "train").is_dir() and (args.data / "imagenet" / "train").is_dir():
-        args.data = args.data / "imagenet"  # the data root a sweep takes (--data), as sizer lays it out
-    if args.data and not (args.data / "train").is_dir():
-        print(f"loader_overhead: error: no train/ folder in {args.data} (make one with `sizer data imagenet`)", file=sys.stderr)
-        return 2
+    if args.data:
+        args.data = image_folder(args.data)
+        if args.data is None:
+            print("loader_overhead: error: no train/ folder in --data (make one with `sizer data imagenet`)", file=sys.stderr)
+            return 2
 
     from sizer.cache import evict
     from workloads import formats
-    from workloads.synth import generate_imagenet
 
-    tmp = None
-    data = args.data
-    if data is None:
-        tmp = Path(tempfile.mkdtemp(prefix="loader-overhead-"))
-        data = tmp
-        generate_imagenet(data, args.images, 100, seed=0, val_fraction=0.0)
-    try:
+    with images_at(args.data, args.images, "loader-overhead-") as data:
         samples = formats.open_image_dataset(data, "files", split="train")
         worker_cpus = cpus[-args.workers:]
         consumer_cpu = cpus[0] if len(cpus) > args.workers else worker_cpus[0]
@@ -170,9 +190,6 @@ def main(argv: list[str] | None = None) -> int:
                 keep(name, loader_rate(samples, worker_cpus, consumer_cpu, read_threads, args.batch, args.seconds, rep,
                                        assemble, recycle), args.workers)
             print(f"  run {rep + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items()), file=sys.stderr, flush=True)
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     med = {k: statistics.median(v) for k, v in rows.items()}
     table = [{"variant": k, "images_per_s_per_cpu": med[k], "over_calib": med[k] / med["calib"],

@@ -172,3 +172,37 @@ def test_recycling_cuts_the_workers_page_faults(folder):
     # 12 batches of 8 x 128 x 128 x 3 bytes: 96 pages each when every batch is a fresh block
     assert faults[False] >= 12 * 96 * 0.8
     assert faults[True] < faults[False] / 4
+
+
+@pytest.mark.parametrize("assemble", [True, False])
+def test_a_closing_loader_drops_the_batch_a_worker_is_making(folder, assemble, monkeypatch):
+    """Once the stop flag is up, the batch being made is dropped at its next image, not finished."""
+    samples = formats.open_image_dataset(folder, "files", "train")
+    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads=2, assemble=assemble)
+    decoded = []
+    real_decode = tc.decode_rgb
+
+    def decode_then_close(data):
+        decoded.append(1)
+        if len(decoded) == 3:
+            dataset.stop.value = 1  # as closing_loader does, from the training process
+        return real_decode(data)
+
+    monkeypatch.setattr(tc, "decode_rgb", decode_then_close)
+    with pytest.raises(tc.LoaderStopped):
+        dataset.__getitems__(list(range(12)))
+    assert len(decoded) == 3  # the other 9 images of the batch were never decoded
+
+
+def test_closing_a_loader_sets_the_flag_its_forked_workers_see_and_stops_them(folder):
+    samples = formats.open_image_dataset(folder, "files", "train")
+    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads=0)
+    loader = tc.make_loader(dataset, 4, workers=2, prefetch_factor=2, pin_memory=False, shuffle=False, seed=0)
+    with tc.closing_loader(loader):
+        batches = iter(loader)
+        images, _ = next(batches)
+        assert images.shape == (4, 32, 32, 3) and not dataset.stop.value
+        workers = list(loader._iterator._workers)
+        assert all(w.is_alive() for w in workers)
+    assert dataset.stop.value == 1
+    assert not any(w.is_alive() for w in workers)

@@ -41,7 +41,7 @@ import random
 import sys
 import time
 import weakref
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from workloads.measure import Meter, tree_counters
 
@@ -261,6 +261,10 @@ class ImageSamples:
         self.read_threads = max(0, int(read_threads))
         self._to_pixels = _before_uint8(transform) if assemble else None
         self.recycler: BatchRecycler | None = None  # set by make_loader(recycle_batches=True)
+        # Set by `closing_loader` once the window is over: a worker drops the batch it is making
+        # instead of finishing it (up to a second of decoding at 2 vCPUs) before it may stop. Made
+        # here, in the training process, so that forked workers share it.
+        self.stop = _shared_flag()
 
     @property
     def assembles(self) -> bool:
@@ -288,8 +292,14 @@ class ImageSamples:
         first = self.samples[indices[0]]  # opens the reader's per-process state before threads share it
         return itertools.chain([first], read_ahead(self.samples.__getitem__, indices[1:], self.read_threads))
 
+    def _unless_stopped(self, records: Iterable[tuple[bytes, int]]) -> Iterator[tuple[bytes, int]]:
+        for record in records:
+            if self.stop.value:
+                raise LoaderStopped("the loader is closing: batch dropped")
+            yield record
+
     def __getitems__(self, indices: Sequence[int]) -> Any:
-        records = self._records(indices)
+        records = self._unless_stopped(self._records(indices))
         if self._to_pixels is None:
             return [self._item(r) for r in records]
         return self._into_batch(records, len(indices))
@@ -316,6 +326,16 @@ class ImageSamples:
         if slot is not None:
             batch.recycled = (self.recycler.key, slot)
         return batch
+
+
+class LoaderStopped(RuntimeError):
+    """A loader worker's batch dropped because the loader is closing (`ImageSamples.stop`)."""
+
+
+def _shared_flag() -> Any:
+    import multiprocessing
+
+    return multiprocessing.RawValue("b", 0)
 
 
 class ImageBatch(tuple):
@@ -522,10 +542,14 @@ def pin_worker(worker_id: int) -> None:
 @contextlib.contextmanager
 def closing_loader(loader: Any):
     """Stop a DataLoader's persistent workers on the way out, so a worker process never outlives
-    the point that started it (also when the point fails)."""
+    the point that started it (also when the point fails). Workers over `ImageSamples` drop the
+    batch they are making first (its `stop` flag): nothing after the window needs it."""
     try:
         yield loader
     finally:
+        stop = getattr(getattr(loader, "dataset", None), "stop", None)
+        if stop is not None:
+            stop.value = 1
         iterator = getattr(loader, "_iterator", None)
         shutdown = getattr(iterator, "_shutdown_workers", None)
         if shutdown is not None:
