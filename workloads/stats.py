@@ -93,7 +93,7 @@ def summarize(steps: Sequence[Sequence[float]], n_windows: int = 5, round_steps:
 
     The figure is the whole window's rate, not the median of its sub-windows: a loader-bound point
     holds only a few rounds of batches, so each sub-window's rate hangs on where a burst fell, and
-    the median of five such rates moved one point by up to 16% from its own samples over seconds.
+    the median of five such rates stood up to 11% away from the samples over the seconds.
     Over the 292 stored points of the H200 example, the whole window's rate made repeated shapes
     agree better and the model's held-out error smaller (docs/PERFORMANCE.md, "The figure of a
     point"). The sub-windows' spread still flags a point whose rate moved within its window.
