@@ -19,39 +19,64 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def dataset_files(path: str | Path) -> Iterator[Path]:
-    """Regular files under `path` (or `path` itself when it is a file)."""
+    """Regular files under `path` (or `path` itself when it is a file). The directory entries say
+    which are files, without a stat of each (50,000 of them before every point of a GPU sweep)."""
     p = Path(path)
     if p.is_file():
         yield p
         return
-    for root, _dirs, files in os.walk(p):
-        for name in files:
-            f = Path(root) / name
-            if f.is_file():
-                yield f
+    folders = [str(p)]
+    while folders:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:
+            continue
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif entry.is_file():
+                yield Path(entry.path)
 
 
-def evict(path: str | Path) -> dict[str, int]:
+EVICT_THREADS = 4
+
+
+def evict(path: str | Path, threads: int = EVICT_THREADS) -> dict[str, int]:
     """Drop the page-cache pages of every file under `path`. Dirty pages are written first (a
     just-generated dataset), since DONTNEED leaves dirty pages in memory.
-    Returns {'files', 'bytes', 'skipped'}."""
-    files = nbytes = skipped = 0
-    for f in dataset_files(path):
-        try:
-            fd = os.open(f, os.O_RDONLY | os.O_NOATIME) if _noatime_ok(f) else os.open(f, os.O_RDONLY)
-        except OSError:
-            skipped += 1
-            continue
-        try:
-            os.fdatasync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            files += 1
-            nbytes += os.fstat(fd).st_size
-        except OSError:
-            skipped += 1
-        finally:
-            os.close(fd)
-    return {"files": files, "bytes": nbytes, "skipped": skipped}
+    Returns {'files', 'bytes', 'skipped'}.
+
+    The files are dropped on `threads` threads (the system calls let go of the interpreter): a sweep
+    does this before every point, and one file at a time took about 80 us a file on the dev host,
+    4 s for the 50,000 JPEGs of a GPU sweep."""
+    paths = [str(f) for f in dataset_files(path)]
+    threads = max(1, min(int(threads), len(paths)))
+    if threads > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="evict") as pool:
+            parts = pool.map(lambda part: [_evict_file(f) for f in part], [paths[i::threads] for i in range(threads)])
+            sizes = [n for part in parts for n in part]
+    else:
+        sizes = [_evict_file(f) for f in paths]
+    dropped = [n for n in sizes if n is not None]
+    return {"files": len(dropped), "bytes": sum(dropped), "skipped": len(sizes) - len(dropped)}
+
+
+def _evict_file(path: str) -> int | None:
+    """Drop one file's pages; its size, or None when it could not be opened or advised."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOATIME) if _noatime_ok(Path(path)) else os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return os.fstat(fd).st_size
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _noatime_ok(path: Path) -> bool:

@@ -91,18 +91,23 @@ def test_build_plan_adds_one_ceiling_point_per_image_workload_that_takes_synthet
     assert [p.shape.vcpus for p in plan[1:3]] == [1, 2]  # vCPUs ascending within a disk class
 
 
-def test_evict_drops_the_dataset_pages_only(tmp_path):
+@pytest.mark.parametrize("threads", [1, 3])
+def test_evict_drops_the_dataset_pages_only(tmp_path, threads):
     data = tmp_path / "ds"
-    (data / "sub").mkdir(parents=True)
-    for i in range(4):
-        (data / "sub" / f"f{i}.bin").write_bytes(os.urandom(2**20))
+    (data / "sub" / "deeper").mkdir(parents=True)
+    for i in range(7):
+        (data / ("sub" if i < 4 else "sub/deeper") / f"f{i}.bin").write_bytes(os.urandom(2**20))
+    (data / "top.bin").write_bytes(os.urandom(2**19))
+    (data / "link.bin").symlink_to(data / "top.bin")  # a link is one more name for a file: evicted again
+    (data / "dirlink").symlink_to(data / "sub", target_is_directory=True)  # not followed
     other = tmp_path / "other.bin"
     other.write_bytes(os.urandom(2**20))
     for f in [*data.rglob("*.bin"), other]:
         f.read_bytes()  # now cached (and already written back by evict's fdatasync below)
     assert cache.resident_bytes(other) == 2**20
-    info = cache.evict(data)
-    assert info == {"files": 4, "bytes": 4 * 2**20, "skipped": 0}
+    assert len(list(cache.dataset_files(data))) == 9
+    info = cache.evict(data, threads=threads)
+    assert info == {"files": 9, "bytes": 7 * 2**20 + 2 * 2**19, "skipped": 0}
     assert cache.resident_bytes(data) == 0
     assert cache.resident_bytes(other) == 2**20  # not a global drop: other files stay cached
 
