@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from sizer.console import err_console
 from sizer.errors import SizerError
+from sizer.limits import sysfs
 from workloads import formats, synth
 
 PACKED_FORMATS = ("lmdb", "rec", "tar")
@@ -54,16 +55,6 @@ def _progress_bar(enabled: bool, description: str, total: int) -> Iterator[Any]:
         yield lambda done, _total=None: bar.update(task, completed=done)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale_scratch(directory: Path) -> None:
     """Remove scratch directories left by a killed run (their owner process is gone)."""
     if not directory.is_dir():
@@ -71,7 +62,7 @@ def _remove_stale_scratch(directory: Path) -> None:
     for entry in directory.iterdir():
         if entry.name.startswith(SCRATCH_PREFIX) and entry.is_dir():
             pid = entry.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
-            if not pid.isdigit() or not _pid_alive(int(pid)):
+            if not pid.isdigit() or not sysfs.pid_alive(int(pid)):
                 shutil.rmtree(entry, ignore_errors=True)
 
 

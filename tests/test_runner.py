@@ -119,3 +119,26 @@ def test_a_point_interrupted_leaves_no_folder_behind(tmp_path, monkeypatch):
         run_point(Spec(workload="cpu-spin", vcpus=1, time_budget_s=30), AffinityBackend().create(LimitRequest(cpus=(0,))),
                   should_stop=stop_after_a_moment)
     assert calls and not list(tmp_path.glob("sizer-point-*"))
+
+
+def test_a_point_folder_orphaned_by_a_killed_sizer_goes_with_the_next_point(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import tempfile
+
+    from sizer.runner import remove_orphaned_point_dirs
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid names a process that no longer runs
+    orphan = tmp_path / f"sizer-point-{gone.pid}-abc"
+    alive = tmp_path / f"sizer-point-{os.getpid()}-def"  # a live sizer's point: kept
+    older = tmp_path / "sizer-point-x1y2z3"  # no pid in the name: not ours to judge
+    for folder in (orphan, alive, older):
+        folder.mkdir()
+        (folder / "spec.json").write_text("{}")
+    assert remove_orphaned_point_dirs() == 1
+    assert not orphan.exists() and alive.exists() and older.exists()
+    run = run_point(Spec(workload="cpu-spin", vcpus=1, time_budget_s=1), AffinityBackend().create(LimitRequest(cpus=(0,))))
+    assert run.result.status in ("ok", "noisy")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, older.name])  # its own folder went too
