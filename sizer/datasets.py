@@ -55,23 +55,12 @@ def _progress_bar(enabled: bool, description: str, total: int) -> Iterator[Any]:
         yield lambda done, _total=None: bar.update(task, completed=done)
 
 
-def _remove_stale_scratch(directory: Path) -> None:
-    """Remove scratch directories left by a killed run (their owner process is gone)."""
-    if not directory.is_dir():
-        return
-    for entry in directory.iterdir():
-        if entry.name.startswith(SCRATCH_PREFIX) and entry.is_dir():
-            pid = entry.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
-            if not pid.isdigit() or not sysfs.pid_alive(int(pid)):
-                shutil.rmtree(entry, ignore_errors=True)
-
-
 @contextmanager
 def _scratch(parent: Path, tag: str) -> Iterator[Path]:
     """A scratch directory in `parent` (same filesystem, so results rename into place), removed on
     exit whatever happens."""
     parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_scratch(parent)
+    sysfs.remove_orphaned_dirs(parent, SCRATCH_PREFIX)  # left by a killed run
     path = parent / f"{SCRATCH_PREFIX}{os.getpid()}-{tag}"
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir()

@@ -126,7 +126,7 @@ def run_point(
         return _run_point_in(spec, group, python, extra_env, timeout_s, Path(work_dir), env, unit, framework, should_stop)
     # A point's own folder goes whatever happens to the point (Ctrl-C, SIGTERM, a failed start);
     # one left by a sizer killed outright goes with the next point.
-    remove_orphaned_point_dirs()
+    sysfs.remove_orphaned_dirs(Path(tempfile.gettempdir()), POINT_DIR_PREFIX)
     wdir = Path(tempfile.mkdtemp(prefix=f"{POINT_DIR_PREFIX}{os.getpid()}-"))
     try:
         return _run_point_in(spec, group, python, extra_env, timeout_s, wdir, env, unit, framework, should_stop)
@@ -135,18 +135,6 @@ def run_point(
 
 
 POINT_DIR_PREFIX = "sizer-point-"
-
-
-def remove_orphaned_point_dirs() -> int:
-    """Remove the point folders (`sizer-point-PID-*` in the temporary folder) of sizer processes
-    that no longer run (SIGKILL leaves no chance to clean up); returns how many went."""
-    removed = 0
-    for folder in Path(tempfile.gettempdir()).glob(f"{POINT_DIR_PREFIX}*-*"):
-        pid = folder.name[len(POINT_DIR_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not sysfs.pid_alive(int(pid)) and folder.is_dir():
-            _remove_tree(folder)
-            removed += 1
-    return removed
 
 
 def _run_point_in(

@@ -126,7 +126,7 @@ def test_a_point_folder_orphaned_by_a_killed_sizer_goes_with_the_next_point(tmp_
     import sys
     import tempfile
 
-    from sizer.runner import remove_orphaned_point_dirs
+    from sizer.limits.sysfs import remove_orphaned_dirs
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -137,7 +137,7 @@ def test_a_point_folder_orphaned_by_a_killed_sizer_goes_with_the_next_point(tmp_
     for folder in (orphan, alive, older):
         folder.mkdir()
         (folder / "spec.json").write_text("{}")
-    assert remove_orphaned_point_dirs() == 1
+    assert remove_orphaned_dirs(tmp_path, "sizer-point-") == 1
     assert not orphan.exists() and alive.exists() and older.exists()
     run = run_point(Spec(workload="cpu-spin", vcpus=1, time_budget_s=1), AffinityBackend().create(LimitRequest(cpus=(0,))))
     assert run.result.status in ("ok", "noisy")

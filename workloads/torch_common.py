@@ -340,9 +340,13 @@ def _shared_flag() -> Any:
 
 class ImageBatch(tuple):
     """(uint8 NHWC images, int64 labels) of a batch already assembled by `ImageSamples`;
-    `recycled` = (recycler key, slot) when its images are a `BatchRecycler` buffer."""
+    `recycled` = (recycler key, slot) when its images are a `BatchRecycler` buffer, which the
+    training process frees again once it lets go of them (`_received_batch`, where it unpickles)."""
 
     recycled: tuple[int, int] | None = None
+
+    def __reduce__(self):
+        return _received_batch, (tuple(self), self.recycled)
 
 
 # Recyclers of this process by key: a batch rebuilt in the training process finds its own.
@@ -415,15 +419,6 @@ def _received_batch(items: tuple, recycled: tuple[int, int] | None):
     return tuple(items)
 
 
-class RecycledBatch(tuple):
-    """A batch on its way from a loader worker whose images are a `BatchRecycler` buffer."""
-
-    recycled: tuple[int, int] | None = None
-
-    def __reduce__(self):
-        return _received_batch, (tuple(self), self.recycled)
-
-
 def _before_uint8(transform: Callable | None) -> Callable | None:
     """The steps of a Compose that ends in `ToHWCUint8`, without it (None for any other transform)."""
     steps = getattr(transform, "transforms", None)
@@ -449,11 +444,7 @@ def _batch_tensor(shape: tuple[int, ...]):
 def collate_images(batch: Any):
     """The loaders' collate: an `ImageBatch` passes as it is, anything else through default_collate."""
     if isinstance(batch, ImageBatch):
-        if batch.recycled is None:
-            return tuple(batch)
-        handed = RecycledBatch(batch)
-        handed.recycled = batch.recycled
-        return handed
+        return tuple(batch) if batch.recycled is None else batch
     from torch.utils.data import default_collate
 
     return default_collate(batch)

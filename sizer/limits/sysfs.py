@@ -47,6 +47,20 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def remove_orphaned_dirs(directory: Path, prefix: str) -> int:
+    """Remove the folders `<prefix><pid>-*` in `directory` whose process no longer runs (a run
+    killed outright leaves its scratch behind); returns how many went."""
+    import shutil
+
+    removed = 0
+    for folder in directory.glob(f"{prefix}*-*"):
+        pid = folder.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)) and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def read_text(path: Path) -> str:
     try:
         return path.read_text().strip()
