@@ -23,8 +23,15 @@ calibration's (1000 / its rate): the loader workers, the training process's main
 other threads (pin memory, CUDA), the kernel's share, preemptions per second and page faults per
 image. Full results go to --out as JSON.
 
+Bracketed pairs: list `calib` before and after a pipeline (`--variants calib,default,calib`) and each
+pipeline point is also compared with the mean of the two calibrations measured right before and
+right after it, at its vCPU count. A shared host's speed drifts from minute to minute; a bracket
+takes the drift between the two out of the comparison, where a median over the run does not.
+
+--from FILE prints the tables again from a run's --out JSON, measuring nothing.
+
 Usage: python benchmarks/loader_variants.py [--vcpus 4,16] [--ram 32G] [--budget 18] [--repeats 1]
-                                           [--data DIR] [--profile auto] [--out FILE]
+                                           [--data DIR] [--profile auto] [--out FILE] [--from FILE]
 """
 
 from __future__ import annotations
@@ -89,16 +96,55 @@ BREAKDOWN = ("cpu_ms_per_sample", "loader_cpu_ms_per_sample", "main_thread_cores
              "loader_cpu_cores", "cpu_system_share", "involuntary_switches_per_s", "minor_faults_per_sample")
 
 
+def bracket_calibration(rows: list[dict], index: int) -> float | None:
+    """The mean per-vCPU rate of the calibrations run right before and right after rows[index] at its
+    vCPU count (one side where only one is there); None when neither neighbour is one."""
+    vcpus = rows[index]["vcpus"]
+    neighbours = [rows[i] for i in (index - 1, index + 1) if 0 <= i < len(rows)]
+    figures = [r["figure"] for r in neighbours
+               if r["variant"] == "calib" and r["vcpus"] == vcpus and r.get("figure")]
+    return statistics.mean(figures) if figures else None
+
+
+def bracketed_pairs(rows: list[dict]) -> list[dict]:
+    """Each pipeline point between two calibrations: its images/s over the bracket's rate x vCPUs."""
+    pairs = []
+    for i, r in enumerate(rows):
+        if r["variant"].startswith("calib") or not r.get("figure"):
+            continue
+        calib = bracket_calibration(rows, i)
+        if calib:
+            pairs.append({"vcpus": r["vcpus"], "variant": r["variant"], "figure": r["figure"], "calib": calib,
+                          "ratio": r["figure"] / (calib * r["vcpus"]),
+                          "workers_over_calib": (r["loader_cpu_ms_per_sample"] * calib / 1000
+                                                 if r.get("loader_cpu_ms_per_sample") else None)})
+    return pairs
+
+
+def bracket_lines(pairs: list[dict]) -> list[str]:
+    lines = [f"{'vCPUs':>5} {'variant':<12} {'pairs':>5} {'each: images/s over bracket x vCPUs':<40} {'median':>6} "
+             f"{'workers CPU/img over calib':>26}"]
+    for key in sorted({(p["vcpus"], p["variant"]) for p in pairs}):
+        group = [p for p in pairs if (p["vcpus"], p["variant"]) == key]
+        costs = [p["workers_over_calib"] for p in group if p["workers_over_calib"]]
+        each = ", ".join(f"{p['ratio']:.2f}" for p in group)
+        lines.append(f"{key[0]:>5} {key[1]:<12} {len(group):>5} {each:<40} "
+                     f"{statistics.median(p['ratio'] for p in group):>6.2f} "
+                     f"{statistics.median(costs) if costs else float('nan'):>26.2f}")
+    return lines
+
+
 def breakdown_lines(rows: list[dict]) -> list[str]:
-    """Where each pipeline point's CPU went, per image, beside its calibration's cost per image."""
+    """Where each pipeline point's CPU went, per image, beside its calibration's cost per image (the
+    bracket's where the point has one, else the last calibration at its vCPU count)."""
     calib = {r["vcpus"]: r["figure"] for r in rows if r["variant"] == "calib" and r.get("figure")}
     lines = [f"{'vCPUs':>5} {'variant':<12} {'images/s':>8} {'calib ms':>8} {'CPU ms':>7} {'workers':>7} "
              f"{'main thr':>8} {'other thr':>9} {'kernel':>6} {'preempt/s':>9} {'faults':>6}"]
-    for r in rows:
+    for i, r in enumerate(rows):
         if r["variant"].startswith("calib") or not r.get("cpu_ms_per_sample") or not r.get("figure"):
             continue
         per_core = 1000.0 / r["figure"]  # ms of one core per image of the point's rate
-        cal = calib.get(r["vcpus"])
+        cal = bracket_calibration(rows, i) or calib.get(r["vcpus"])
         lines.append(
             f"{r['vcpus']:>5} {r['variant']:<12} {fmt(r['figure']):>8} {fmt(1000 / cal if cal else None, 1):>8} "
             f"{r['cpu_ms_per_sample']:>7.2f} {r['loader_cpu_ms_per_sample']:>7.2f} "
@@ -149,24 +195,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="auto")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--from", dest="from_file", type=Path, metavar="FILE",
+                        help="print the tables of an earlier run's --out JSON; measure nothing")
     args = parser.parse_args(argv)
-    vcpus = [int(v) for v in args.vcpus.split(",")]
     variants = [v for v in args.variants.split(",") if v]
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         print(f"loader_variants: error: unknown variant {unknown[0]!r} (known: {', '.join(VARIANTS)})", file=sys.stderr)
         return 2
-    rows = []
-    for _ in range(args.repeats):
-        for v in vcpus:
-            for name in variants:
-                row = run_point(name, v, args)
-                rows.append(row)
-                print(f"  {v:>3} vCPU {name:<13} {row.get('status'):<6} {fmt(row.get('figure')):>8}  "
-                      f"{row.get('enforced') or row.get('error', '')}", flush=True)
+    if args.from_file:
+        try:
+            rows = json.loads(args.from_file.read_text())["rows"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"loader_variants: error: cannot read rows from {args.from_file}: {exc}", file=sys.stderr)
+            return 2
+        vcpus = sorted({r["vcpus"] for r in rows})
+        variants = sorted({r["variant"] for r in rows})
+    else:
+        vcpus = [int(v) for v in args.vcpus.split(",")]
+        rows = []
+        for _ in range(args.repeats):
+            for v in vcpus:
+                for name in variants:
+                    row = run_point(name, v, args)
+                    rows.append(row)
+                    print(f"  {v:>3} vCPU {name:<13} {row.get('status'):<6} {fmt(row.get('figure')):>8}  "
+                          f"{row.get('enforced') or row.get('error', '')}", flush=True)
     table = summarize(rows, vcpus)
+    pairs = bracketed_pairs(rows)
     if args.out:
-        args.out.write_text(json.dumps({"rows": rows, "table": table}, indent=2))
+        args.out.write_text(json.dumps({"rows": rows, "table": table, "bracketed": pairs}, indent=2))
     print(f"{'vCPUs':>5} {'calib/vCPU':>10} {'default':>8} {'/(v*cal)':>8} {'calib fl':>8} {'worker':>8} "
           f"{'/(v*cal)':>8} {'wrk/def':>7} {'quota':>8} {'quo/def':>7} {'serial':>8} {'/(v*cal)':>8} {'def/ser':>7}")
     for t in table:
@@ -180,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         for t in table:
             print(f"{t['vcpus']:>5} " + " ".join(
                 f"{fmt(t[n + '_ips']):>9} {fmt(t[n + '_over_calib'], 1):>8} {fmt(t[n + '_over_default'], 1):>8}" for n in others))
+    if pairs:
+        print("\n".join(bracket_lines(pairs)))
     print("\n".join(breakdown_lines(rows)))
     return 0
 

@@ -17,10 +17,16 @@ its host-speed probe relative to the workload's median probe (see benchmarks/hos
 the model's error is once the shared host's changing speed is taken out. Points without a probe,
 and points bound by the GPU or the disk, are left as measured.
 
+--cpu-cost does the same with each busy point's own CPU time per sample in its measured window
+(`cpu_ms_per_sample`, from /proc of the worker's processes), relative to the median of the busy points
+at the same vCPU count: the window's own measure of how fast the host ran it, taken at the same
+moment as the rate (the probe runs before and after). Relative to its own vCPU count, so what more
+vCPUs cost per sample (contention) stays in the figures.
+
 --passes K keeps only the measurements of the first K passes of a sweep measured with `--passes`:
 run with 1, 2, ... on one store, it shows, from one run, what each further pass bought.
 
-Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv) [--host-speed] [--passes K] [--json]
+Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv) [--host-speed | --cpu-cost] [--passes K] [--json]
 """
 
 from __future__ import annotations
@@ -100,22 +106,38 @@ def first_passes(points: list[Point], k: int) -> list[Point]:
 BUSY = 0.85
 
 
-def normalize_host_speed(points: list[Point]) -> int:
-    """Divide busy points' rates by their relative probe (in place); returns how many changed."""
-    from host_drift import host_speed
-
+def normalize_busy(points: list[Point], speed, by_vcpus: bool = False) -> int:
+    """Divide each busy point's rate by its speed (`speed(p)`, None where unknown) relative to the
+    median speed of its workload's busy points, or of those at its vCPU count (`by_vcpus`); in
+    place. Returns how many points changed."""
     changed = 0
     for group in group_points(points).values():
-        probes = [host_speed(p) for p in group if host_speed(p)]
-        if not probes:
-            continue
-        median = statistics.median(probes)
-        for p in group:
-            speed = host_speed(p)
-            if speed and (p.cpu_util_per_vcpu or 0.0) >= BUSY:
-                p.throughput /= speed / median
-                changed += 1
+        busy = [p for p in group if (p.cpu_util_per_vcpu or 0.0) >= BUSY and speed(p)]
+        references: dict = {}
+        for p in busy:
+            references.setdefault(p.vcpus if by_vcpus else None, []).append(speed(p))
+        for p in busy:
+            p.throughput /= speed(p) / statistics.median(references[p.vcpus if by_vcpus else None])
+            changed += 1
     return changed
+
+
+def normalize_host_speed(points: list[Point]) -> int:
+    """Busy points divided by their host-speed probe relative to the workload's median probe."""
+    from host_drift import host_speed
+
+    return normalize_busy(points, host_speed)
+
+
+def window_speed(point: Point) -> float | None:
+    """Samples per CPU-second in the point's measured window (1 / its CPU time per sample)."""
+    ms = point.extra.get("cpu_ms_per_sample")
+    return 1000.0 / ms if isinstance(ms, (int, float)) and ms > 0 else None
+
+
+def normalize_cpu_cost(points: list[Point]) -> int:
+    """Busy points scaled by their window's CPU time per sample relative to the median at their vCPU count."""
+    return normalize_busy(points, window_speed, by_vcpus=True)
 
 
 def _load(store: Path | None, input_file: Path | None) -> list[Point]:
@@ -128,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", type=Path)
     parser.add_argument("--input", type=Path)
-    parser.add_argument("--host-speed", action="store_true", help="take the host's changing speed out first")
+    drift = parser.add_mutually_exclusive_group()
+    drift.add_argument("--host-speed", action="store_true", help="take the host's changing speed out first (its probe)")
+    drift.add_argument("--cpu-cost", action="store_true",
+                       help="take the host's changing speed out first (each window's CPU time per sample)")
     parser.add_argument("--passes", type=int, metavar="K",
                         help="use only the first K passes of a sweep measured with --passes (what fewer would have given)")
     parser.add_argument("--json", action="store_true")
@@ -139,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
             points = first_passes(points, args.passes)
         if args.host_speed:
             print(f"host speed: {normalize_host_speed(points)} busy point(s) divided by their relative probe",
+                  file=sys.stderr)
+        if args.cpu_cost:
+            print(f"cpu cost: {normalize_cpu_cost(points)} busy point(s) scaled by their window's CPU time per sample",
                   file=sys.stderr)
         # One point per shape: a shape measured in several passes is held out and compared at its
         # median, as the model fits it (after the probe's correction of each measurement).

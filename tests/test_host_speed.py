@@ -96,3 +96,28 @@ def test_host_drift_divides_out_a_slow_moment_and_leaves_a_real_difference(bench
     out = module.drift(flat)
     assert out["correlation"] is None and out["scatter_normalized"] == pytest.approx(0.5)
 
+
+
+def test_cpu_cost_takes_a_slow_moment_out_within_a_vcpu_count_and_keeps_contention(benchmark):
+    from sizer.points import Point
+
+    accuracy = benchmark("model_accuracy")
+
+    def point(v, cost_ms, util=0.98):
+        # A CPU-bound window: its rate is its busy vCPUs over its CPU time per image.
+        return Point("w", v, 8.0, "ssd", v * util * 1000.0 / cost_ms, "images/s", status="ok",
+                     cpu_util_per_vcpu=util, extra={"cpu_ms_per_sample": cost_ms})
+
+    slow, typical, fast = point(2, 3.6), point(2, 3.0), point(2, 2.7)
+    contended = [point(8, 3.6), point(8, 3.6)]  # more vCPUs, more CPU per image: a real difference
+    idle = point(8, 9.0, util=0.3)  # bound elsewhere: left as measured
+    unknown = Point("w", 2, 8.0, "ssd", 100.0, "images/s", status="ok", cpu_util_per_vcpu=0.99)
+    points = [slow, typical, fast, *contended, idle, unknown]
+    before = {id(p): p.throughput for p in points}
+    assert accuracy.normalize_cpu_cost(points) == 5
+    assert slow.throughput == pytest.approx(typical.throughput)
+    assert fast.throughput == pytest.approx(typical.throughput)
+    assert typical.throughput == pytest.approx(before[id(typical)])
+    assert contended[0].throughput == pytest.approx(before[id(contended[0])])
+    assert contended[0].throughput / 8 < typical.throughput / 2  # contention stays in the figures
+    assert idle.throughput == before[id(idle)] and unknown.throughput == before[id(unknown)]

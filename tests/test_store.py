@@ -106,3 +106,20 @@ def test_sigkill_between_points_loses_no_committed_point(tmp_path):
         # every stored point has all of its samples: a point is committed whole or not at all
         counts = store.conn.execute("SELECT count(*) FROM samples GROUP BY point_id").fetchall()
         assert counts and all(c[0] == 200 for c in counts)
+
+
+def test_loaded_points_carry_the_window_counters_the_accuracy_script_reads(tmp_path):
+    from sizer.commands.model import load_points
+
+    result = _result()
+    result.counters.update(cpu_ms_per_sample=3.25, gpu_mem_peak_bytes=2 * 2**30)
+    bare = _result(rate=90.0)  # a point stored before the counters were recorded
+    with Store(tmp_path / "s.sqlite") as store:
+        host = store.upsert_host({"hostname": "h", "cpu_model": "c", "threads": 2, "gpus": []})
+        sweep = store.start_sweep(host, "sizer sweep", {"vcpus": [1]})
+        store.add_point(sweep, "k1", {"vcpus": 1, "ram_gib": 4, "disk_class": "ssd"}, result, {}, 0.0)
+        store.add_point(sweep, "k2", {"vcpus": 2, "ram_gib": 4, "disk_class": "ssd"}, bare, {}, 0.0)
+    with_counters, without = sorted(load_points(tmp_path / "s.sqlite", None), key=lambda p: p.vcpus)
+    assert with_counters.extra["cpu_ms_per_sample"] == 3.25
+    assert with_counters.extra["gpu_mem_peak_gib"] == pytest.approx(2.0)
+    assert "cpu_ms_per_sample" not in without.extra

@@ -53,6 +53,9 @@ def load_points(store: Path | None, input_file: Path | None) -> list[Point]:
                 peak = (result.counters or {}).get("gpu_mem_peak_bytes")
                 if isinstance(peak, (int, float)) and peak > 0:
                     point.extra["gpu_mem_peak_gib"] = float(peak) / 2**30
+                cpu_ms = (result.counters or {}).get("cpu_ms_per_sample")
+                if isinstance(cpu_ms, (int, float)) and cpu_ms > 0:
+                    point.extra["cpu_ms_per_sample"] = float(cpu_ms)
                 points.append(point)
     if not points:
         raise SizerError(f"the store {store} holds no points yet (run `sizer sweep --store {store}`)")
