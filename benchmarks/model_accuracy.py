@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cpu cost: {normalize_cpu_cost(points)} busy point(s) scaled by their window's CPU time per sample",
                   file=sys.stderr)
         # One point per shape: a shape measured in several passes is held out and compared at its
-        # median, as the model fits it (after the probe's correction of each measurement).
+        # median, as the model fits it (after any correction of each measurement).
         rows = evaluate(combine_passes(points))
     except SizerError as exc:
         print(f"model_accuracy: error: {exc}", file=sys.stderr)

@@ -97,7 +97,6 @@ def test_host_drift_divides_out_a_slow_moment_and_leaves_a_real_difference(bench
     assert out["correlation"] is None and out["scatter_normalized"] == pytest.approx(0.5)
 
 
-
 def test_cpu_cost_takes_a_slow_moment_out_within_a_vcpu_count_and_keeps_contention(benchmark):
     from sizer.points import Point
 
