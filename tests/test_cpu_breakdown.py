@@ -88,3 +88,16 @@ def test_kernel_time_counts_as_system():
             f.read(1 << 20)  # the copy is the kernel's
     parts = cpu_breakdown(before, tree_counters(), wall=0.5, samples=1)
     assert parts["cpu_system_share"] > 0.3
+
+
+def test_a_gpu_fed_in_bursts_by_busy_cpus_is_not_labelled_gpu_bound():
+    from workloads.measure import bottleneck_label
+
+    window = {"measured_seconds": 10.0, "read_bytes": 0.0, "cpu_util_per_vcpu": 0.99}
+    # Machine V, 12 vCPUs: GPU busy in most samples (median 95%) but 70% of the window on average.
+    assert bottleneck_label({**window, "gpu_util_pct": 95.0, "gpu_util_mean_pct": 70.0}, 12) == "cpu"
+    assert bottleneck_label({**window, "gpu_util_pct": 99.0, "gpu_util_mean_pct": 96.0}, 12) == "gpu"
+    # Counters without the mean (stored before it was recorded) fall back to the median.
+    assert bottleneck_label({**window, "gpu_util_pct": 95.0}, 12) == "gpu"
+    idle_cpus = {**window, "cpu_util_per_vcpu": 0.5, "gpu_util_pct": 80.0, "gpu_util_mean_pct": 70.0}
+    assert bottleneck_label(idle_cpus, 12) == "gpu"

@@ -500,8 +500,11 @@ def cpu_breakdown(before: dict[str, float], after: dict[str, float], wall: float
 
 
 def bottleneck_label(counters: dict[str, Any], vcpus: int, disk_bps_cap: float | None = None) -> str:
-    """A coarse label of what limited the point, from its counters: gpu / cpu / disk / memory."""
-    gpu = counters.get("gpu_util_pct")
+    """A coarse label of what limited the point, from its counters: gpu / cpu / disk / memory.
+
+    The GPU's share is the mean of its utilization samples: a GPU fed in bursts by starved loader
+    workers is busy in most samples (median 90% or more) yet idle a quarter of the window."""
+    gpu = counters.get("gpu_util_mean_pct", counters.get("gpu_util_pct"))
     if gpu is not None and gpu >= 90:
         return "gpu"
     secs = counters.get("measured_seconds") or 0.0
