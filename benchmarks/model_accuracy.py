@@ -106,15 +106,16 @@ def first_passes(points: list[Point], k: int) -> list[Point]:
 BUSY = 0.85
 
 
-def normalize_busy(points: list[Point], speed, by_vcpus: bool = False) -> int:
+def normalize_busy(points: list[Point], speed, by_vcpus: bool = False, reference_all: bool = False) -> int:
     """Divide each busy point's rate by its speed (`speed(p)`, None where unknown) relative to the
-    median speed of its workload's busy points, or of those at its vCPU count (`by_vcpus`); in
-    place. Returns how many points changed."""
+    median speed of its workload's busy points (of all its points with a speed: `reference_all`),
+    or of those at its vCPU count (`by_vcpus`); in place. Returns how many points changed."""
     changed = 0
     for group in group_points(points).values():
-        busy = [p for p in group if (p.cpu_util_per_vcpu or 0.0) >= BUSY and speed(p)]
+        measured = [p for p in group if speed(p)]
+        busy = [p for p in measured if (p.cpu_util_per_vcpu or 0.0) >= BUSY]
         references: dict = {}
-        for p in busy:
+        for p in measured if reference_all else busy:
             references.setdefault(p.vcpus if by_vcpus else None, []).append(speed(p))
         for p in busy:
             p.throughput /= speed(p) / statistics.median(references[p.vcpus if by_vcpus else None])
@@ -126,7 +127,7 @@ def normalize_host_speed(points: list[Point]) -> int:
     """Busy points divided by their host-speed probe relative to the workload's median probe."""
     from host_drift import host_speed
 
-    return normalize_busy(points, host_speed)
+    return normalize_busy(points, host_speed, reference_all=True)
 
 
 def window_speed(point: Point) -> float | None:

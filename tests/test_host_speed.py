@@ -120,3 +120,13 @@ def test_cpu_cost_takes_a_slow_moment_out_within_a_vcpu_count_and_keeps_contenti
     assert contended[0].throughput == pytest.approx(before[id(contended[0])])
     assert contended[0].throughput / 8 < typical.throughput / 2  # contention stays in the figures
     assert idle.throughput == before[id(idle)] and unknown.throughput == before[id(unknown)]
+
+
+def test_host_speed_divides_busy_points_by_their_probe_over_the_median_of_every_probed_point(benchmark):
+    accuracy = benchmark("model_accuracy")
+    slow, quick = _point(4, 800.0, 40.0), _point(4, 1000.0, 60.0)
+    idle = _point(8, 1200.0, 80.0, util=0.4)  # its probe counts in the reference; its rate stays
+    assert accuracy.normalize_host_speed([slow, quick, idle]) == 2
+    assert slow.throughput == pytest.approx(800.0 * 60.0 / 40.0)
+    assert quick.throughput == pytest.approx(1000.0)
+    assert idle.throughput == 1200.0
