@@ -1,4 +1,4 @@
-"""Where does the JPEG pipeline's CPU time per image go? The loader alone, without a model.
+"""Where does the JPEG pipeline's CPU time per image go? The loader alone, then step by step to training.
 
 resnet50-train's loader (DataLoader workers: read, decode, RandomResizedCrop, flip, uint8, collate
 into shared memory) against the calibration's loop (`cpu-calibrate`: the same decode and augment of
@@ -15,14 +15,27 @@ images held in memory), each one after the other in this run, on the same CPUs:
 - `cold`: the same after the dataset's pages were dropped (reads from the disk), read-ahead on;
 - `cold-serial`: cold, each worker reading one file at a time (`read_threads=0`).
 
-The consumer (the training process's place) only takes the batches, on a CPU of its own when the
-host has one beyond the N, so the figures are the loader's own. Each loader figure is also given
-over calibration x N: what the pipeline loses before any training step runs; and each variant's
-cost per image from /proc: user and kernel CPU milliseconds and minor page faults of the processes
-doing the work (a fresh shared-memory batch is zeroed page by page as the worker fills it).
+Those take the batches and drop them. The ladder from there to training (warm, each step adding what
+the training process of a sweep does with a batch; --variants picks them):
+
+- `warm-copy`: the batch's pixels copied into a second host buffer (the pin-memory copy, no CUDA);
+- `warm-pin`: the DataLoader's pin-memory thread copies each batch into pinned memory (CUDA);
+- `warm-h2d`: pinned, then copied to the GPU and normalized there (CUDA);
+- `warm-train`: pinned, copied, and a ResNet-50 bf16 SGD step on it: resnet50-train's own consumer;
+- `warm-train-registered`: the same step, with no pin-memory thread: each worker's recycled buffer is
+  registered with CUDA once (cudaHostRegister) and the batch is copied to the GPU straight from it.
+
+The consumer (the training process's place) runs on a CPU of its own when the host has one beyond
+the N (--consumer-cpu own, the default), so the figures are the loader's own; or on the workers' N
+CPUs (--consumer-cpu shared), as a sweep's training process runs. Each loader figure is also given
+over calibration x N: what the pipeline loses; and each variant's cost per image from /proc: user
+and kernel CPU milliseconds and minor page faults of the processes doing the work (a fresh
+shared-memory batch is zeroed page by page as the worker fills it), and the consumer process's own
+CPU milliseconds (its pin-memory thread and CUDA threads included).
 
 Usage: python benchmarks/loader_overhead.py [--data DIR] [--workers N] [--seconds 6] [--repeats 3]
-       [--batch 64] [--images 3000] [--json]
+       [--batch 64] [--images 3000] [--variants calib,warm,...] [--consumer-cpu own|shared] [--json]
+       python benchmarks/loader_overhead.py --from RUN.json    (the table of a --json run again, measuring nothing)
 (--data: a dataset made by `sizer data imagenet`, or the data root of a sweep; default: a temporary
 one of --images JPEGs)
 """
@@ -43,7 +56,22 @@ from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-VARIANTS = ("calib", "calib-dataset", "warm", "warm-fresh-blocks", "warm-per-image", "cold", "cold-serial")
+# loader variants: (read threads per worker, cold page cache, assembled batches, recycled buffers, consumer)
+LOADER_VARIANTS = {
+    "warm": (4, False, True, True, "drop"),
+    "warm-fresh-blocks": (4, False, True, False, "drop"),
+    "warm-per-image": (4, False, False, False, "drop"),
+    "cold": (4, True, True, True, "drop"),
+    "cold-serial": (0, True, True, True, "drop"),
+    "warm-copy": (4, False, True, True, "copy"),
+    "warm-pin": (4, False, True, True, "pin"),
+    "warm-h2d": (4, False, True, True, "h2d"),
+    "warm-train": (4, False, True, True, "train"),
+    "warm-train-registered": (4, False, True, True, "registered"),
+}
+VARIANTS = ("calib", "calib-dataset", *LOADER_VARIANTS)
+DEFAULT_VARIANTS = ("calib", "calib-dataset", "warm", "warm-fresh-blocks", "warm-per-image", "cold", "cold-serial")
+CUDA_CONSUMERS = ("pin", "h2d", "train", "registered")
 SIZE = 224
 
 
@@ -80,32 +108,102 @@ def calibration_rate(cpus: list[int], images: list[bytes] | None, seconds: float
     return rate, per_image(before, after, rate * len(cpus) * wall)
 
 
-def loader_rate(samples, worker_cpus: list[int], consumer_cpu: int, read_threads: int, batch: int,
-                seconds: float, seed: int, assemble: bool = True, recycle: bool = True) -> tuple[float, dict]:
-    """Images/s the loader hands over, its workers on `worker_cpus`, taken on `consumer_cpu`; and
-    what each image cost the workers."""
+def own_cpu_seconds() -> float:
+    """User + kernel CPU seconds of this process, all its threads (pin memory, CUDA) included."""
+    t = os.times()
+    return t.user + t.system
+
+
+class Consumer:
+    """What the training process's place does with each batch the loader hands over (`kind`, one of
+    the ladder's: drop, copy, pin, h2d, train, registered); made once the workers are forked."""
+
+    def __init__(self, kind: str, recycler) -> None:
+        import torch
+
+        from workloads import torch_common as tc
+
+        self.kind, self.torch = kind, torch
+        self.spare: dict[tuple, object] = {}
+        self.cuda = kind in CUDA_CONSUMERS
+        self.registered = tc.RegisteredCopy(recycler, "cuda") if kind == "registered" else None
+        if not self.cuda:
+            return
+        self.to_input = tc.DeviceInput("cuda", "device", channels_last=True)
+        self.step = None
+        if kind in ("train", "registered"):
+            model = tc.build_cnn("resnet50", "cuda", channels_last=True)
+            model.train()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+            self.step = tc.cnn_sgd_step(model, optimizer, "cuda", "bf16")
+
+    @property
+    def pins(self) -> bool:
+        """Whether the DataLoader's pin-memory thread copies each batch into pinned memory."""
+        return self.kind in ("pin", "h2d", "train")
+
+    def __call__(self, batch) -> None:
+        images, labels = batch[0], batch[1]
+        if self.kind == "copy":
+            out = self.spare.get(tuple(images.shape))
+            if out is None:
+                out = self.spare[tuple(images.shape)] = self.torch.empty_like(images)
+            out.copy_(images)
+        elif self.kind in ("h2d", "train", "registered"):
+            x = self.to_input(self.registered(images) if self.registered else images)
+            if self.step is not None:
+                self.step(x, labels)
+            else:
+                self.torch.cuda.current_stream().synchronize()
+
+    def finish(self) -> None:
+        """Wait for the device's queued work, so the window's time includes it."""
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def close(self) -> None:
+        if self.registered is not None:
+            self.registered.close()
+
+
+def loader_rate(samples, worker_cpus: list[int], consumer_cpus: list[int], read_threads: int, batch: int,
+                seconds: float, seed: int, assemble: bool = True, recycle: bool = True,
+                consumer: str = "drop") -> tuple[float, dict]:
+    """Images/s the loader hands over, its workers on `worker_cpus`, taken on `consumer_cpus` and
+    used as `consumer` says; and what each image cost the workers (and the consumer's process)."""
     import torch
 
     from workloads import torch_common as tc
 
     own = os.sched_getaffinity(0)
     os.sched_setaffinity(0, set(worker_cpus))  # the workers inherit it when forked
-    loader = tc.make_loader(tc.ImageSamples(samples, tc.train_transform(SIZE, "device"), read_threads, assemble), batch,
-                            len(worker_cpus), 2, pin_memory=False, shuffle=True, seed=seed, recycle_batches=recycle)
+    dataset = tc.ImageSamples(samples, tc.train_transform(SIZE, "device"), read_threads, assemble)
+    loader = tc.make_loader(dataset, batch, len(worker_cpus), 2, pin_memory=consumer in ("pin", "h2d", "train"),
+                            shuffle=True, seed=seed, recycle_batches=recycle)
+    use = None
     try:
         with tc.closing_loader(loader):
             it = iter(loader)
-            next(it)  # the workers are forked now
-            os.sched_setaffinity(0, {consumer_cpu})
+            next(it)  # the workers are forked now: CUDA may start in this process
+            os.sched_setaffinity(0, set(consumer_cpus))
             torch.set_num_threads(1)
-            for _ in range(2 * len(worker_cpus)):  # spend the batches read ahead before timing
-                next(it)
-            n, before, t0 = 0, children_cost(), time.perf_counter()
+            use = Consumer(consumer, dataset.recycler)
+            for _ in range(2 * len(worker_cpus) + 2):  # spend the batches read ahead (and warm the step) before timing
+                use(next(it))
+            use.finish()
+            n, before, own_before, t0 = 0, children_cost(), own_cpu_seconds(), time.perf_counter()
             while time.perf_counter() - t0 < seconds:
-                n += next(it)[0].shape[0]
-            rate, after = n / (time.perf_counter() - t0), children_cost()
-            return rate, per_image(before, after, n)
+                got = next(it)
+                use(got)
+                n += got[0].shape[0]
+            use.finish()
+            rate, after, own_after = n / (time.perf_counter() - t0), children_cost(), own_cpu_seconds()
+            cost = per_image(before, after, n)
+            cost["consumer_ms"] = 1000 * (own_after - own_before) / n
+            return rate, cost
     finally:
+        if use is not None:
+            use.close()
         os.sched_setaffinity(0, own)
 
 
@@ -134,6 +232,12 @@ def images_at(folder: Path | None, images: int, prefix: str) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path)
@@ -142,9 +246,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--images", type=int, default=3000)
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                        help=f"comma-separated, run in this order each repeat: {', '.join(VARIANTS)}")
+    parser.add_argument("--consumer-cpu", choices=("own", "shared"), default="own",
+                        help="the consumer on a CPU beside the workers' (own) or on the workers' CPUs (shared)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--from", dest="from_file", type=Path, help="print the table of a run's --json output again")
     args = parser.parse_args(argv)
+    if args.from_file:
+        try:
+            print_run(json.loads(args.from_file.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"loader_overhead: error: cannot read a run from {args.from_file}: {exc}", file=sys.stderr)
+            return 2
+        return 0
     cpus = sorted(os.sched_getaffinity(0))
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if not variants or unknown:
+        print(f"loader_overhead: error: unknown variant(s) {', '.join(unknown) or '(none given)'}; "
+              f"choose from {', '.join(VARIANTS)}", file=sys.stderr)
+        return 2
     if args.workers < 1 or args.workers > len(cpus):
         print(f"loader_overhead: error: --workers must be 1 to {len(cpus)} (the CPUs this process may use)", file=sys.stderr)
         return 2
@@ -156,6 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.data is None:
             print("loader_overhead: error: no train/ folder in --data (make one with `sizer data imagenet`)", file=sys.stderr)
             return 2
+    on_gpu = [v for v in variants if v in LOADER_VARIANTS and LOADER_VARIANTS[v][4] in CUDA_CONSUMERS]
+    if on_gpu and not cuda_available():
+        print(f"loader_overhead: error: variants {', '.join(on_gpu)}: a CUDA GPU is needed and this host has none", file=sys.stderr)
+        return 2
 
     from sizer.cache import evict
     from workloads import formats
@@ -163,50 +289,69 @@ def main(argv: list[str] | None = None) -> int:
     with images_at(args.data, args.images, "loader-overhead-") as data:
         samples = formats.open_image_dataset(data, "files", split="train")
         worker_cpus = cpus[-args.workers:]
-        consumer_cpu = cpus[0] if len(cpus) > args.workers else worker_cpus[0]
+        own_cpu = len(cpus) > args.workers and args.consumer_cpu == "own"
+        consumer_cpus = [cpus[0]] if own_cpu else worker_cpus
         step = max(1, len(samples) // 500)
         dataset_images = [samples[i][0] for i in range(0, len(samples), step)][:500]
         train_dir = data / "train"
-        rows: dict[str, list[float]] = {v: [] for v in VARIANTS}
-        costs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
-
-        def keep(name: str, measured: tuple[float, dict], per_cpu: int = 1) -> None:
-            rows[name].append(measured[0] / per_cpu)
-            costs[name].append(measured[1])
+        rows: dict[str, list[float]] = {v: [] for v in variants}
+        costs: dict[str, list[dict]] = {v: [] for v in variants}
 
         for rep in range(args.repeats):
-            keep("calib", calibration_rate(worker_cpus, None, args.seconds))
-            keep("calib-dataset", calibration_rate(worker_cpus, dataset_images, args.seconds))
-            for name, read_threads, cold, assemble, recycle in (
-                    ("warm", 4, False, True, True), ("warm-fresh-blocks", 4, False, True, False),
-                    ("warm-per-image", 4, False, False, False), ("cold", 4, True, True, True),
-                    ("cold-serial", 0, True, True, True)):
-                if cold:
-                    evict(train_dir)
+            for name in variants:
+                if name.startswith("calib"):
+                    measured = calibration_rate(worker_cpus, dataset_images if name == "calib-dataset" else None,
+                                                args.seconds)
+                    rows[name].append(measured[0])
                 else:
-                    for i in range(len(samples)):  # into the page cache
-                        samples[i]
-                # per worker CPU, as the calibration
-                keep(name, loader_rate(samples, worker_cpus, consumer_cpu, read_threads, args.batch, args.seconds, rep,
-                                       assemble, recycle), args.workers)
+                    read_threads, cold, assemble, recycle, consumer = LOADER_VARIANTS[name]
+                    if cold:
+                        evict(train_dir)
+                    else:
+                        for i in range(len(samples)):  # into the page cache
+                            samples[i]
+                    measured = loader_rate(samples, worker_cpus, consumer_cpus, read_threads, args.batch,
+                                           args.seconds, rep, assemble, recycle, consumer)
+                    rows[name].append(measured[0] / args.workers)  # per worker CPU, as the calibration
+                costs[name].append(measured[1])
             print(f"  run {rep + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items()), file=sys.stderr, flush=True)
 
-    med = {k: statistics.median(v) for k, v in rows.items()}
-    table = [{"variant": k, "images_per_s_per_cpu": med[k], "over_calib": med[k] / med["calib"],
-              **{f"{c}_per_image": statistics.median(x[c] for x in costs[k]) for c in ("user_ms", "sys_ms", "faults")},
-              "runs": [round(x, 1) for x in rows[k]]} for k in VARIANTS]
-    shared = consumer_cpu in worker_cpus
+    run = {"workers": args.workers, "worker_cpus": worker_cpus, "consumer_cpus": consumer_cpus,
+           "consumer_shares_worker_cpus": consumer_cpus == worker_cpus, "images": len(samples), "batch": args.batch,
+           "repeats": args.repeats, "variants": variants, "table": summary_table(rows, costs)}
     if args.json:
-        print(json.dumps({"workers": args.workers, "worker_cpus": worker_cpus, "consumer_cpu": consumer_cpu,
-                          "consumer_shares_a_worker_cpu": shared, "images": len(samples), "table": table}, indent=2))
-        return 0
-    print(f"{args.workers} worker(s) on CPUs {worker_cpus}, consumer on CPU {consumer_cpu}"
-          f"{' (shared with a worker)' if shared else ''}; {len(samples)} images; medians of {args.repeats} runs")
-    print(f"{'variant':<18} {'images/s per CPU':>16} {'over calib':>10} {'user ms':>8} {'kernel ms':>9} {'faults':>7}  (per image)")
-    for t in table:
-        print(f"{t['variant']:<18} {t['images_per_s_per_cpu']:>16,.0f} {t['over_calib']:>10.2f} "
-              f"{t['user_ms_per_image']:>8.2f} {t['sys_ms_per_image']:>9.2f} {t['faults_per_image']:>7.1f}")
+        print(json.dumps(run, indent=2))
+    else:
+        print_run(run)
     return 0
+
+
+def print_run(run: dict) -> None:
+    print(f"{run['workers']} worker(s) on CPUs {run['worker_cpus']}, consumer on CPU(s) {run['consumer_cpus']}"
+          f"{' (shared with the workers)' if run['consumer_shares_worker_cpus'] else ''}; {run['images']} images, "
+          f"batches of {run['batch']}; medians of {run['repeats']} runs")
+    print(f"{'variant':<22} {'images/s per CPU':>16} {'over calib':>10} {'user ms':>8} {'kernel ms':>9} {'faults':>7} "
+          f"{'consumer ms':>11}  (per image)  runs")
+    for t in run["table"]:
+        over = f"{t['over_calib']:>10.2f}" if t["over_calib"] is not None else f"{'-':>10}"
+        consumer = f"{t['consumer_ms_per_image']:>11.2f}" if t["consumer_ms_per_image"] is not None else f"{'-':>11}"
+        print(f"{t['variant']:<22} {t['images_per_s_per_cpu']:>16,.0f} {over} {t['user_ms_per_image']:>8.2f} "
+              f"{t['sys_ms_per_image']:>9.2f} {t['faults_per_image']:>7.1f} {consumer}  "
+              + ", ".join(f"{x:,.0f}" for x in t["runs"]))
+
+
+def summary_table(rows: dict[str, list[float]], costs: dict[str, list[dict]]) -> list[dict]:
+    """Medians per variant, each over the calibration's median (None where no `calib` ran)."""
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    calib = med.get("calib")
+    table = []
+    for k in rows:
+        consumer = [x["consumer_ms"] for x in costs[k] if "consumer_ms" in x]
+        table.append({"variant": k, "images_per_s_per_cpu": med[k], "over_calib": med[k] / calib if calib else None,
+                      **{f"{c}_per_image": statistics.median(x[c] for x in costs[k]) for c in ("user_ms", "sys_ms", "faults")},
+                      "consumer_ms_per_image": statistics.median(consumer) if consumer else None,
+                      "runs": [round(x, 1) for x in rows[k]]})
+    return table
 
 
 if __name__ == "__main__":

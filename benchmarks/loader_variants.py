@@ -14,6 +14,8 @@ shared host falls on every variant alike):
   instead of free to run on any of the shape's;
 - `fresh-blocks`: the default with a fresh shared-memory block per batch (`recycle_batches=false`),
   as the stock collate allocates, instead of each worker filling its own buffers again;
+- `registered`: the default with no pin-memory thread: each worker's recycled buffer registered with
+  CUDA once and the batch copied to the GPU straight from it (`register_buffers=true`);
 - the calibration (`cpu-calibrate` with every vCPU of the shape decoding at once) for both per-image
   methods, so each pipeline is compared with its own per-vCPU rate times vCPUs.
 
@@ -52,11 +54,12 @@ VARIANTS = {
     "per-image": ("resnet50-train", ["assemble_batches=false"], False),
     "pinned": ("resnet50-train", ["pin_workers=true"], False),
     "fresh-blocks": ("resnet50-train", ["recycle_batches=false"], False),
+    "registered": ("resnet50-train", ["register_buffers=true"], False),
     "calib": ("cpu-calibrate", [], False),
     "calib-worker": ("cpu-calibrate", ["normalize=worker"], False),
 }
 
-OTHERS = ("per-image", "pinned", "fresh-blocks")  # compared with the default and the calibration
+OTHERS = ("per-image", "pinned", "fresh-blocks", "registered")  # compared with the default and the calibration
 
 
 def sizer_cmd() -> list[str]:

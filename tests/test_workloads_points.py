@@ -227,3 +227,12 @@ def test_inception_v3_auxiliary_logits_enter_the_loss_at_299_px():
     assert torch.allclose(loss, expected)
     loss.backward()
     assert model.AuxLogits.fc.weight.grad is not None
+
+
+def test_registered_buffers_off_a_gpu_is_a_clear_error_before_the_loader_starts(imagenet, tmp_path):
+    spec = Spec(workload="resnet50-train", profile="cpu-small", vcpus=1, data_dir=str(imagenet), work_dir=str(tmp_path),
+                config={"register_buffers": True}, time_budget_s=BUDGET_S)
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="register_buffers needs device=cuda"):
+        workloads.get("resnet50-train").run(spec)
+    assert time.monotonic() - t0 < 30  # raised before any loader worker or model exists

@@ -46,6 +46,7 @@ def profiles(
         "assemble_batches": True,  # uint8 batches written image by image into shared memory (torch_common)
         "recycle_batches": True,  # each worker fills its shared-memory batches again (torch_common.BatchRecycler)
         "pin_workers": False,  # True: each loader worker on a vCPU of its own (torch_common.pin_worker)
+        "register_buffers": False,  # True: batches copied to the GPU from the recycled buffers (torch_common.RegisteredCopy)
         "warmup_steps": 3,  # beyond the prefetch depth
         "lr": lr,
         "momentum": 0.9,
@@ -104,6 +105,11 @@ class ImagenetTrain(Workload):
         memory_format = torch.channels_last if channels_last else torch.preserve_format
         extra = result.extra
         gpu_decode = decode == "gpu" and source != "synthetic"
+        register = bool(cfg.get("register_buffers", False)) and source != "synthetic"
+        if register and not (cuda and not gpu_decode and normalize == "device" and cfg.get("recycle_batches", True)
+                             and cfg.get("assemble_batches", True)):
+            raise ValueError("register_buffers needs device=cuda, decode=cpu, normalize=device and recycled, "
+                             "assembled batches (recycle_batches and assemble_batches on)")
 
         # The loader first: its workers fork and fill the prefetch queue while the model is built
         # and the CUDA context made (about 4 s on an H200 host), not after.
@@ -120,13 +126,14 @@ class ImagenetTrain(Workload):
             samples = tc.open_images(spec.data_dir, source, cfg["split"])
             workers = tc.loader_workers(cfg, spec.vcpus)
             transform = None if gpu_decode else tc.train_transform(size, normalize)
+            dataset = tc.ImageSamples(samples, transform, int(cfg.get("read_threads", 0)),
+                                      bool(cfg.get("assemble_batches", True)))
             loader = tc.make_loader(
-                tc.ImageSamples(samples, transform, int(cfg.get("read_threads", 0)),
-                                bool(cfg.get("assemble_batches", True))),
+                dataset,
                 batch_size,
                 workers,
                 int(cfg["prefetch_factor"]),
-                pin_memory=cuda and not gpu_decode,
+                pin_memory=cuda and not gpu_decode and not register,
                 shuffle=True,
                 seed=spec.seed,
                 collate_fn=tc.collate_raw if gpu_decode else None,
@@ -146,11 +153,12 @@ class ImagenetTrain(Workload):
         optimizer = torch.optim.SGD(
             model.parameters(), lr=float(cfg["lr"]), momentum=float(cfg["momentum"]), weight_decay=float(cfg["weight_decay"])
         )
-        loss_fn = torch.nn.CrossEntropyLoss()
+        sgd_step = tc.cnn_sgd_step(model, optimizer, device, cfg["precision"])
         extra["versions"] = tc.framework_versions()
         gpu_augment = tc.GpuAugment(size, device, spec.seed) if gpu_decode else None
         # Synthetic batches are made on the device, already in the model's form.
         to_input = None if source == "synthetic" else tc.DeviceInput(device, normalize, channels_last)
+        registered = tc.RegisteredCopy(dataset.recycler, device) if register else None
         first_losses: list[Any] = []
         last_losses: collections.deque = collections.deque(maxlen=5)
 
@@ -160,20 +168,21 @@ class ImagenetTrain(Workload):
                 x = gpu_augment(flat, lengths)
             else:
                 x, y = batch
-                x = x if to_input is None else to_input(x)
-            y = y.to(device, non_blocking=True)
-            with tc.autocast(device, cfg["precision"]):
-                loss = tc.logits_and_loss(model(x), y, loss_fn)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+                x = x if to_input is None else to_input(x if registered is None else registered(x))
+            loss = sgd_step(x, y)
             (first_losses if len(first_losses) < 5 else last_losses).append(loss.detach())
-            return float(y.shape[0])
+            return float(x.shape[0])
 
         meter = tc.new_meter(spec, cfg, warmup, device, round_steps=workers if source != "synthetic" else 1)
-        with tc.closing_loader(loader):
-            tc.run_epochs(meter, batches, step, tc.StepClock(device), extra, pass_samples=extra.get("dataset_images"))
-            meter.finish(result, spec.vcpus)  # while loader workers live: their counters count
+        try:
+            with tc.closing_loader(loader):
+                tc.run_epochs(meter, batches, step, tc.StepClock(device), extra, pass_samples=extra.get("dataset_images"))
+                meter.finish(result, spec.vcpus)  # while loader workers live: their counters count
+        finally:
+            if registered is not None:
+                extra["registered_buffers"] = len(registered.registered)
+                extra["pageable_batches"] = registered.pageable
+                registered.close()
         extra["loss_first"] = float(torch.stack(first_losses).float().mean()) if first_losses else None
         extra["loss_last"] = float(torch.stack(list(last_losses)).float().mean()) if last_losses else None
         measured = result.counters.get("measured_samples") or 0

@@ -149,6 +149,26 @@ def logits_and_loss(output: Any, target: Any, loss_fn: Callable) -> Any:
     return loss
 
 
+def cnn_sgd_step(model: Any, optimizer: Any, device: str, precision: str) -> Callable[[Any, Any], Any]:
+    """One training step of a CNN on an input batch already in the model's form and its labels:
+    forward under autocast, cross-entropy, backward, optimizer update. Returns the loss, not
+    synchronized (the host runs ahead of the device as a training loop does)."""
+    import torch
+
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(x: Any, y: Any) -> Any:
+        y = y.to(device, non_blocking=True)
+        with autocast(device, precision):
+            loss = logits_and_loss(model(x), y, loss_fn)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
 # ---------------------------------------------------------------- input pipeline
 def open_images(data_dir: str, fmt: str, split: str) -> Sequence[tuple[bytes, int]]:
     """The (jpeg bytes, label) samples of a dataset split in one of the packed formats."""
@@ -407,6 +427,60 @@ class BatchRecycler:
 
     def release(self, index: int) -> None:
         self.handed_over[index] = 0
+
+    def is_recycled(self, images: Any) -> bool:
+        """In the training process: whether `images` lies in a buffer this recycler keeps mapped
+        (it stays at the same address for as long as the loader lives), not a fresh block."""
+        ptr = images.untyped_storage().data_ptr()
+        return any(storage.data_ptr() == ptr for storage in self._mapped.values())
+
+
+class RegisteredCopy:
+    """A batch to the GPU straight from the loader worker's recycled shared-memory buffer (config
+    `register_buffers`): each buffer registered with CUDA once (cudaHostRegister; the training
+    process keeps it mapped at one address while the loader lives), so no pin-memory thread copies
+    every batch into pinned memory first (38.5 MB per 256 images at 224 px, through caches the loader
+    workers share). Fresh blocks (every recycled buffer out) are copied from pageable memory. The
+    copy runs on a stream of its own and is waited for before the batch is let go, since the worker
+    may fill the buffer again as soon as it is; the default stream then waits for that stream."""
+
+    def __init__(self, recycler, device: str):
+        import torch
+
+        self.torch = torch
+        self.cudart = torch.cuda.cudart()
+        self.recycler = recycler
+        self.device = device
+        self.stream = torch.cuda.Stream()
+        self.registered: set[int] = set()
+        self.batches = self.pageable = 0
+
+    def __call__(self, images):
+        torch = self.torch
+        storage = images.untyped_storage()
+        ptr = storage.data_ptr()
+        self.batches += 1
+        if ptr not in self.registered:
+            if self.recycler is not None and self.recycler.is_recycled(images):
+                err = self.cudart.cudaHostRegister(ptr, storage.nbytes(), 0)
+                if int(err) != 0:
+                    raise RuntimeError(f"cudaHostRegister of a {storage.nbytes()}-byte batch buffer failed: {err}")
+                self.registered.add(ptr)
+            else:
+                self.pageable += 1
+        with torch.cuda.stream(self.stream):
+            x = images.to(self.device, non_blocking=True)
+        self.stream.synchronize()
+        current = torch.cuda.current_stream()
+        current.wait_stream(self.stream)
+        x.record_stream(current)
+        return x
+
+    def close(self) -> None:
+        self.torch.cuda.synchronize()
+        for ptr in self.registered:
+            self.cudart.cudaHostUnregister(ptr)
+        self.registered.clear()
 
 
 def _received_batch(items: tuple, recycled: tuple[int, int] | None):

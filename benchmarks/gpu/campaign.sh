@@ -3,7 +3,9 @@
 # benchmarks/gpu_sweep.sh (run slice after slice, each slice `sizer sweep --max-time` then
 # `--resume`, until that sweep is complete), `variants` (benchmarks/loader_variants.py: the
 # CPU-decoding pipeline's variants at a few vCPU counts) or `overhead` (benchmarks/loader_overhead.py:
-# the loader alone, no model, against the calibration; OVERHEAD_WORKERS, default 4). Ends with the
+# the loader against the calibration, alone or step by step up to training; OVERHEAD_WORKERS, default
+# 4; OVERHEAD_VARIANTS, default the script's; OVERHEAD_CONSUMER_CPU own or shared; OVERHEAD_REPEATS,
+# default 3). Ends with the
 # report, sweep cost and held-out accuracy of the whole store (as measured and with --cpu-cost), and
 # touches $RUNS/campaign.done.
 #
@@ -28,9 +30,11 @@ for step in "$@"; do
   fi
   if [ "$step" = overhead ]; then
     [ -s "$RUNS/loader_overhead.json" ] && continue
-    echo "== $(date -u +%T) the loader alone against the calibration, ${OVERHEAD_WORKERS:-4} workers"
+    echo "== $(date -u +%T) the loader against the calibration, ${OVERHEAD_WORKERS:-4} workers, consumer CPU ${OVERHEAD_CONSUMER_CPU:-own}"
     python3 benchmarks/loader_overhead.py --data "${SIZER_DATA:-/root/sizer-data}" --workers "${OVERHEAD_WORKERS:-4}" \
-      --batch 256 --json > "$RUNS/loader_overhead.json" && python3 -m json.tool "$RUNS/loader_overhead.json" | grep -E '"(variant|over_calib)"'
+      --batch 256 --repeats "${OVERHEAD_REPEATS:-3}" --consumer-cpu "${OVERHEAD_CONSUMER_CPU:-own}" \
+      ${OVERHEAD_VARIANTS:+--variants "$OVERHEAD_VARIANTS"} --json > "$RUNS/loader_overhead.json" \
+      && python3 benchmarks/loader_overhead.py --from "$RUNS/loader_overhead.json"
     continue
   fi
   for slice in 1 2 3 4 5 6; do
