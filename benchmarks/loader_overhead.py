@@ -283,7 +283,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"loader_overhead: error: variants {', '.join(on_gpu)}: a CUDA GPU is needed and this host has none", file=sys.stderr)
         return 2
 
-    from sizer.cache import evict
     from workloads import formats
 
     with images_at(args.data, args.images, "loader-overhead-") as data:
@@ -297,33 +296,50 @@ def main(argv: list[str] | None = None) -> int:
         rows: dict[str, list[float]] = {v: [] for v in variants}
         costs: dict[str, list[dict]] = {v: [] for v in variants}
 
+        errors: dict[str, str] = {}
         for rep in range(args.repeats):
             for name in variants:
-                if name.startswith("calib"):
-                    measured = calibration_rate(worker_cpus, dataset_images if name == "calib-dataset" else None,
-                                                args.seconds)
-                    rows[name].append(measured[0])
-                else:
-                    read_threads, cold, assemble, recycle, consumer = LOADER_VARIANTS[name]
-                    if cold:
-                        evict(train_dir)
-                    else:
-                        for i in range(len(samples)):  # into the page cache
-                            samples[i]
-                    measured = loader_rate(samples, worker_cpus, consumer_cpus, read_threads, args.batch,
-                                           args.seconds, rep, assemble, recycle, consumer)
-                    rows[name].append(measured[0] / args.workers)  # per worker CPU, as the calibration
-                costs[name].append(measured[1])
-            print(f"  run {rep + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items()), file=sys.stderr, flush=True)
+                if name in errors:
+                    continue
+                try:
+                    rate, cost = measure_variant(name, samples, dataset_images, train_dir, worker_cpus, consumer_cpus,
+                                                 args, rep)
+                except Exception as exc:  # one variant failing (a GPU step, say) leaves the others measured
+                    errors[name] = f"{type(exc).__name__}: {exc}"[:500]
+                    print(f"  {name} failed: {errors[name]}", file=sys.stderr, flush=True)
+                    continue
+                rows[name].append(rate)
+                costs[name].append(cost)
+            print(f"  run {rep + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items() if v), file=sys.stderr,
+                  flush=True)
 
     run = {"workers": args.workers, "worker_cpus": worker_cpus, "consumer_cpus": consumer_cpus,
            "consumer_shares_worker_cpus": consumer_cpus == worker_cpus, "images": len(samples), "batch": args.batch,
-           "repeats": args.repeats, "variants": variants, "table": summary_table(rows, costs)}
+           "repeats": args.repeats, "variants": variants,
+           "table": summary_table({k: v for k, v in rows.items() if v}, costs), "errors": errors}
     if args.json:
         print(json.dumps(run, indent=2))
     else:
         print_run(run)
     return 0
+
+
+def measure_variant(name: str, samples, dataset_images: list[bytes], train_dir: Path, worker_cpus: list[int],
+                    consumer_cpus: list[int], args: argparse.Namespace, rep: int) -> tuple[float, dict]:
+    """One run of a variant: images/s per worker CPU and what each image cost."""
+    if name.startswith("calib"):
+        return calibration_rate(worker_cpus, dataset_images if name == "calib-dataset" else None, args.seconds)
+    from sizer.cache import evict
+
+    read_threads, cold, assemble, recycle, consumer = LOADER_VARIANTS[name]
+    if cold:
+        evict(train_dir)
+    else:
+        for i in range(len(samples)):  # into the page cache
+            samples[i]
+    rate, cost = loader_rate(samples, worker_cpus, consumer_cpus, read_threads, args.batch, args.seconds, rep,
+                             assemble, recycle, consumer)
+    return rate / len(worker_cpus), cost  # per worker CPU, as the calibration
 
 
 def print_run(run: dict) -> None:
@@ -338,6 +354,8 @@ def print_run(run: dict) -> None:
         print(f"{t['variant']:<22} {t['images_per_s_per_cpu']:>16,.0f} {over} {t['user_ms_per_image']:>8.2f} "
               f"{t['sys_ms_per_image']:>9.2f} {t['faults_per_image']:>7.1f} {consumer}  "
               + ", ".join(f"{x:,.0f}" for x in t["runs"]))
+    for name, error in run.get("errors", {}).items():
+        print(f"{name:<22} failed: {error}")
 
 
 def summary_table(rows: dict[str, list[float]], costs: dict[str, list[dict]]) -> list[dict]:

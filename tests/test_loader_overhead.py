@@ -96,3 +96,21 @@ def test_from_file_prints_a_saved_run_and_a_bad_file_is_exit_2(benchmark, tmp_pa
     saved.write_text("{}")
     assert lo.main(["--from", str(saved)]) == 2
     assert "cannot read a run" in capsys.readouterr().err
+
+
+def test_a_failing_variant_is_reported_and_the_others_still_measured(benchmark, monkeypatch, capsys):
+    lo = benchmark("loader_overhead")
+    real = lo.loader_rate
+
+    def failing_copy(*args, **kwargs):
+        if args[-1] == "copy":  # measure_variant passes the consumer last
+            raise RuntimeError("cudaHostRegister said no")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lo, "loader_rate", failing_copy)
+    assert lo.main(["--variants", "calib,warm-copy,warm", "--images", "200", "--batch", "16", "--seconds", "0.5",
+                    "--repeats", "2", "--json"]) == 0
+    run = __import__("json").loads(capsys.readouterr().out)
+    assert [t["variant"] for t in run["table"]] == ["calib", "warm"]
+    assert all(len(t["runs"]) == 2 and t["images_per_s_per_cpu"] > 0 for t in run["table"])
+    assert "cudaHostRegister said no" in run["errors"]["warm-copy"]

@@ -31,6 +31,9 @@ for step in "$@"; do
   if [ "$step" = overhead ]; then
     [ -s "$RUNS/loader_overhead.json" ] && continue
     echo "== $(date -u +%T) the loader against the calibration, ${OVERHEAD_WORKERS:-4} workers, consumer CPU ${OVERHEAD_CONSUMER_CPU:-own}"
+    # The sweep's own image set (as `sizer run` and `sizer sweep` make it), when no step made it yet.
+    [ -d "${SIZER_DATA:-/root/sizer-data}/imagenet/train" ] \
+      || sizer data imagenet --out "${SIZER_DATA:-/root/sizer-data}/imagenet" --images 50000 > /dev/null
     python3 benchmarks/loader_overhead.py --data "${SIZER_DATA:-/root/sizer-data}" --workers "${OVERHEAD_WORKERS:-4}" \
       --batch 256 --repeats "${OVERHEAD_REPEATS:-3}" --consumer-cpu "${OVERHEAD_CONSUMER_CPU:-own}" \
       ${OVERHEAD_VARIANTS:+--variants "$OVERHEAD_VARIANTS"} --json > "$RUNS/loader_overhead.json" \
