@@ -23,15 +23,19 @@ the training process of a sweep does with a batch; --variants picks them):
 - `warm-h2d`: pinned, then copied to the GPU and normalized there (CUDA);
 - `warm-train`: pinned, copied, and a ResNet-50 bf16 SGD step on it: resnet50-train's own consumer;
 - `warm-train-registered`: the same step, with no pin-memory thread: each worker's recycled buffer is
-  registered with CUDA once (cudaHostRegister) and the batch is copied to the GPU straight from it.
+  registered with CUDA once (cudaHostRegister) and the batch is copied to the GPU straight from it;
+- `warm-train-unordered`, `warm-train-registered-unordered`: those two with batches taken as the
+  workers finish them (`in_order=False`), so no finished batch waits behind a slower worker's.
 
 The consumer (the training process's place) runs on a CPU of its own when the host has one beyond
 the N (--consumer-cpu own, the default), so the figures are the loader's own; or on the workers' N
 CPUs (--consumer-cpu shared), as a sweep's training process runs. Each loader figure is also given
 over calibration x N: what the pipeline loses; and each variant's cost per image from /proc: user
 and kernel CPU milliseconds and minor page faults of the processes doing the work (a fresh
-shared-memory batch is zeroed page by page as the worker fills it), and the consumer process's own
-CPU milliseconds (its pin-memory thread and CUDA threads included).
+shared-memory batch is zeroed page by page as the worker fills it), the consumer process's own
+CPU milliseconds (its pin-memory thread and CUDA threads included), and the workers' decoding
+threads' own CPU time in decode and augmentation (the calibration's per-image work, timed inside the
+loader: what the workers spend beyond it is the reads, the batches and the hand-over).
 
 Usage: python benchmarks/loader_overhead.py [--data DIR] [--workers N] [--seconds 6] [--repeats 3]
        [--batch 64] [--images 3000] [--variants calib,warm,...] [--consumer-cpu own|shared] [--json]
@@ -56,18 +60,21 @@ from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# loader variants: (read threads per worker, cold page cache, assembled batches, recycled buffers, consumer)
+# loader variants: (read threads per worker, cold page cache, assembled batches, recycled buffers, consumer,
+# batches taken in order)
 LOADER_VARIANTS = {
-    "warm": (4, False, True, True, "drop"),
-    "warm-fresh-blocks": (4, False, True, False, "drop"),
-    "warm-per-image": (4, False, False, False, "drop"),
-    "cold": (4, True, True, True, "drop"),
-    "cold-serial": (0, True, True, True, "drop"),
-    "warm-copy": (4, False, True, True, "copy"),
-    "warm-pin": (4, False, True, True, "pin"),
-    "warm-h2d": (4, False, True, True, "h2d"),
-    "warm-train": (4, False, True, True, "train"),
-    "warm-train-registered": (4, False, True, True, "registered"),
+    "warm": (4, False, True, True, "drop", True),
+    "warm-fresh-blocks": (4, False, True, False, "drop", True),
+    "warm-per-image": (4, False, False, False, "drop", True),
+    "cold": (4, True, True, True, "drop", True),
+    "cold-serial": (0, True, True, True, "drop", True),
+    "warm-copy": (4, False, True, True, "copy", True),
+    "warm-pin": (4, False, True, True, "pin", True),
+    "warm-h2d": (4, False, True, True, "h2d", True),
+    "warm-train": (4, False, True, True, "train", True),
+    "warm-train-registered": (4, False, True, True, "registered", True),
+    "warm-train-unordered": (4, False, True, True, "train", False),
+    "warm-train-registered-unordered": (4, False, True, True, "registered", False),
 }
 VARIANTS = ("calib", "calib-dataset", *LOADER_VARIANTS)
 DEFAULT_VARIANTS = ("calib", "calib-dataset", "warm", "warm-fresh-blocks", "warm-per-image", "cold", "cold-serial")
@@ -168,7 +175,7 @@ class Consumer:
 
 def loader_rate(samples, worker_cpus: list[int], consumer_cpus: list[int], read_threads: int, batch: int,
                 seconds: float, seed: int, assemble: bool = True, recycle: bool = True,
-                consumer: str = "drop") -> tuple[float, dict]:
+                consumer: str = "drop", in_order: bool = True) -> tuple[float, dict]:
     """Images/s the loader hands over, its workers on `worker_cpus`, taken on `consumer_cpus` and
     used as `consumer` says; and what each image cost the workers (and the consumer's process)."""
     import torch
@@ -179,7 +186,7 @@ def loader_rate(samples, worker_cpus: list[int], consumer_cpus: list[int], read_
     os.sched_setaffinity(0, set(worker_cpus))  # the workers inherit it when forked
     dataset = tc.ImageSamples(samples, tc.train_transform(SIZE, "device"), read_threads, assemble)
     loader = tc.make_loader(dataset, batch, len(worker_cpus), 2, pin_memory=consumer in ("pin", "h2d", "train"),
-                            shuffle=True, seed=seed, recycle_batches=recycle)
+                            shuffle=True, seed=seed, recycle_batches=recycle, in_order=in_order)
     use = None
     try:
         with tc.closing_loader(loader):
@@ -191,6 +198,7 @@ def loader_rate(samples, worker_cpus: list[int], consumer_cpus: list[int], read_
             for _ in range(2 * len(worker_cpus) + 2):  # spend the batches read ahead (and warm the step) before timing
                 use(next(it))
             use.finish()
+            decoding_before = dataset.decode_counters()
             n, before, own_before, t0 = 0, children_cost(), own_cpu_seconds(), time.perf_counter()
             while time.perf_counter() - t0 < seconds:
                 got = next(it)
@@ -200,6 +208,9 @@ def loader_rate(samples, worker_cpus: list[int], consumer_cpus: list[int], read_
             rate, after, own_after = n / (time.perf_counter() - t0), children_cost(), own_cpu_seconds()
             cost = per_image(before, after, n)
             cost["consumer_ms"] = 1000 * (own_after - own_before) / n
+            decoding = {k: v - decoding_before[k] for k, v in dataset.decode_counters().items()}
+            if decoding["decoded_images"] > 0:
+                cost["decode_ms"] = 1000 * decoding["decode_cpu_seconds"] / decoding["decoded_images"]
             return rate, cost
     finally:
         if use is not None:
@@ -331,14 +342,14 @@ def measure_variant(name: str, samples, dataset_images: list[bytes], train_dir: 
         return calibration_rate(worker_cpus, dataset_images if name == "calib-dataset" else None, args.seconds)
     from sizer.cache import evict
 
-    read_threads, cold, assemble, recycle, consumer = LOADER_VARIANTS[name]
+    read_threads, cold, assemble, recycle, consumer, in_order = LOADER_VARIANTS[name]
     if cold:
         evict(train_dir)
     else:
         for i in range(len(samples)):  # into the page cache
             samples[i]
     rate, cost = loader_rate(samples, worker_cpus, consumer_cpus, read_threads, args.batch, args.seconds, rep,
-                             assemble, recycle, consumer)
+                             assemble, recycle, consumer, in_order)
     return rate / len(worker_cpus), cost  # per worker CPU, as the calibration
 
 
@@ -346,16 +357,19 @@ def print_run(run: dict) -> None:
     print(f"{run['workers']} worker(s) on CPUs {run['worker_cpus']}, consumer on CPU(s) {run['consumer_cpus']}"
           f"{' (shared with the workers)' if run['consumer_shares_worker_cpus'] else ''}; {run['images']} images, "
           f"batches of {run['batch']}; medians of {run['repeats']} runs")
-    print(f"{'variant':<22} {'images/s per CPU':>16} {'over calib':>10} {'user ms':>8} {'kernel ms':>9} {'faults':>7} "
-          f"{'consumer ms':>11}  (per image)  runs")
+    print(f"{'variant':<31} {'images/s per CPU':>16} {'over calib':>10} {'user ms':>8} {'kernel ms':>9} {'faults':>7} "
+          f"{'consumer ms':>11} {'decoding ms':>11}  (per image)  runs")
+
+    def ms(value: float | None) -> str:
+        return f"{value:>11.2f}" if value is not None else f"{'-':>11}"
+
     for t in run["table"]:
         over = f"{t['over_calib']:>10.2f}" if t["over_calib"] is not None else f"{'-':>10}"
-        consumer = f"{t['consumer_ms_per_image']:>11.2f}" if t["consumer_ms_per_image"] is not None else f"{'-':>11}"
-        print(f"{t['variant']:<22} {t['images_per_s_per_cpu']:>16,.0f} {over} {t['user_ms_per_image']:>8.2f} "
-              f"{t['sys_ms_per_image']:>9.2f} {t['faults_per_image']:>7.1f} {consumer}  "
-              + ", ".join(f"{x:,.0f}" for x in t["runs"]))
+        print(f"{t['variant']:<31} {t['images_per_s_per_cpu']:>16,.0f} {over} {t['user_ms_per_image']:>8.2f} "
+              f"{t['sys_ms_per_image']:>9.2f} {t['faults_per_image']:>7.1f} {ms(t['consumer_ms_per_image'])} "
+              f"{ms(t.get('decode_ms_per_image'))}  " + ", ".join(f"{x:,.0f}" for x in t["runs"]))
     for name, error in run.get("errors", {}).items():
-        print(f"{name:<22} failed: {error}")
+        print(f"{name:<31} failed: {error}")
 
 
 def summary_table(rows: dict[str, list[float]], costs: dict[str, list[dict]]) -> list[dict]:
@@ -364,10 +378,10 @@ def summary_table(rows: dict[str, list[float]], costs: dict[str, list[dict]]) ->
     calib = med.get("calib")
     table = []
     for k in rows:
-        consumer = [x["consumer_ms"] for x in costs[k] if "consumer_ms" in x]
+        optional = {c: [x[c] for x in costs[k] if c in x] for c in ("consumer_ms", "decode_ms")}
         table.append({"variant": k, "images_per_s_per_cpu": med[k], "over_calib": med[k] / calib if calib else None,
                       **{f"{c}_per_image": statistics.median(x[c] for x in costs[k]) for c in ("user_ms", "sys_ms", "faults")},
-                      "consumer_ms_per_image": statistics.median(consumer) if consumer else None,
+                      **{f"{c}_per_image": statistics.median(v) if v else None for c, v in optional.items()},
                       "runs": [round(x, 1) for x in rows[k]]})
     return table
 

@@ -3,7 +3,8 @@
 At each vCPU count, each a fresh `sizer run` point under real limits (interleaved, so drift on a
 shared host falls on every variant alike):
 
-- `default`: resnet50-train as a sweep measures it (workers hand over uint8, normalized on the device);
+- `default`: resnet50-train as a sweep measures it (workers hand over uint8, normalized on the device;
+  on a GPU, batches copied straight from the workers' registered buffers and taken as they finish);
 - `normalize=worker`: torchvision's reference recipe (ToTensor + Normalize in the workers, float batches);
 - `--cpu-quota`: the default plus a CFS quota of the vCPUs on top of the cpuset;
 - `serial-read`: the default with each worker reading its files one at a time (`read_threads=0`),
@@ -14,16 +15,22 @@ shared host falls on every variant alike):
   instead of free to run on any of the shape's;
 - `fresh-blocks`: the default with a fresh shared-memory block per batch (`recycle_batches=false`),
   as the stock collate allocates, instead of each worker filling its own buffers again;
-- `registered`: the default with no pin-memory thread: each worker's recycled buffer registered with
-  CUDA once and the batch copied to the GPU straight from it (`register_buffers=true`);
+- `pin-thread`: the default with the DataLoader's pin-memory thread copying every batch into pinned
+  memory (`register_buffers=false`) instead of the copy to the GPU straight from the workers' buffers;
+- `in-order`: the default with batches taken in the order they were asked for (`in_order=true`), as
+  the stock DataLoader does, instead of as the workers finish them;
+- `pin-thread-in-order`: both of those: the default before either change;
+- `registered`, `unordered`, `registered-unordered`: those settings named outright (on a GPU each
+  is the default now; runs from before they were kept their names);
 - the calibration (`cpu-calibrate` with every vCPU of the shape decoding at once) for both per-image
   methods, so each pipeline is compared with its own per-vCPU rate times vCPUs.
 
 Prints two tables: images/s per variant, each pipeline over its calibration, and the variants over
 the default; then where each pipeline point's CPU went, in milliseconds per image against the
-calibration's (1000 / its rate): the loader workers, the training process's main thread and its
-other threads (pin memory, CUDA), the kernel's share, preemptions per second and page faults per
-image. Full results go to --out as JSON.
+calibration's (1000 / its rate): the loader workers, and of theirs the decoding threads' own CPU time
+in decode and augmentation (the calibration's per-image work, timed inside the pipeline), the
+training process's main thread and its other threads (pin memory, CUDA), the kernel's share,
+preemptions per second and page faults per image. Full results go to --out as JSON.
 
 Bracketed pairs: list `calib` before and after a pipeline (`--variants calib,default,calib`) and each
 pipeline point is also compared with the mean of the two calibrations measured right before and
@@ -32,8 +39,8 @@ takes the drift between the two out of the comparison, where a median over the r
 
 --from FILE prints the tables again from a run's --out JSON, measuring nothing.
 
-Usage: python benchmarks/loader_variants.py [--vcpus 4,16] [--ram 32G] [--budget 18] [--repeats 1]
-                                           [--data DIR] [--profile auto] [--out FILE] [--from FILE]
+Usage: python benchmarks/loader_variants.py [--vcpus 4,16] [--ram 32G] [--budget 18] [--calib-budget S]
+                                           [--repeats 1] [--data DIR] [--profile auto] [--out FILE] [--from FILE]
 """
 
 from __future__ import annotations
@@ -55,11 +62,17 @@ VARIANTS = {
     "pinned": ("resnet50-train", ["pin_workers=true"], False),
     "fresh-blocks": ("resnet50-train", ["recycle_batches=false"], False),
     "registered": ("resnet50-train", ["register_buffers=true"], False),
+    "unordered": ("resnet50-train", ["in_order=false"], False),
+    "registered-unordered": ("resnet50-train", ["register_buffers=true", "in_order=false"], False),
+    "pin-thread": ("resnet50-train", ["register_buffers=false"], False),
+    "in-order": ("resnet50-train", ["in_order=true"], False),
+    "pin-thread-in-order": ("resnet50-train", ["register_buffers=false", "in_order=true"], False),
     "calib": ("cpu-calibrate", [], False),
     "calib-worker": ("cpu-calibrate", ["normalize=worker"], False),
 }
 
-OTHERS = ("per-image", "pinned", "fresh-blocks", "registered")  # compared with the default and the calibration
+OTHERS = ("per-image", "pinned", "fresh-blocks", "registered", "unordered", "registered-unordered", "pin-thread",
+          "in-order", "pin-thread-in-order")  # compared with the default and the calibration
 
 
 def sizer_cmd() -> list[str]:
@@ -73,6 +86,8 @@ def run_point(variant: str, vcpus: int, args: argparse.Namespace) -> dict:
            "--profile", args.profile, "--json"]
     if workload == "cpu-calibrate":
         settings = [*settings, f"parallel={vcpus}"]  # every vCPU of the shape decoding at once
+        if args.calib_budget:
+            cmd += ["--budget", str(args.calib_budget)]
     else:
         cmd += ["--budget", str(args.budget)]
     if args.data:
@@ -95,45 +110,55 @@ def run_point(variant: str, vcpus: int, args: argparse.Namespace) -> dict:
             **{k: data["counters"].get(k) for k in BREAKDOWN}}
 
 
-BREAKDOWN = ("cpu_ms_per_sample", "loader_cpu_ms_per_sample", "main_thread_cores", "main_other_threads_cores",
-             "loader_cpu_cores", "cpu_system_share", "involuntary_switches_per_s", "minor_faults_per_sample")
+BREAKDOWN = ("cpu_ms_per_sample", "loader_cpu_ms_per_sample", "decode_cpu_ms_per_image", "main_thread_cores",
+             "main_other_threads_cores", "loader_cpu_cores", "cpu_system_share", "involuntary_switches_per_s",
+             "minor_faults_per_sample")
 
 
-def bracket_calibration(rows: list[dict], index: int) -> float | None:
-    """The mean per-vCPU rate of the calibrations run right before and right after rows[index] at its
-    vCPU count (one side where only one is there); None when neither neighbour is one."""
+def bracket_calibration(rows: list[dict], index: int, key: str = "figure") -> float | None:
+    """The mean of `key` (the per-vCPU rate, or another figure of theirs) over the calibrations run
+    right before and right after rows[index] at its vCPU count (one side where only one is there);
+    None when neither neighbour is one."""
     vcpus = rows[index]["vcpus"]
     neighbours = [rows[i] for i in (index - 1, index + 1) if 0 <= i < len(rows)]
-    figures = [r["figure"] for r in neighbours
-               if r["variant"] == "calib" and r["vcpus"] == vcpus and r.get("figure")]
+    figures = [r[key] for r in neighbours if r["variant"] == "calib" and r["vcpus"] == vcpus and r.get(key)]
     return statistics.mean(figures) if figures else None
 
 
 def bracketed_pairs(rows: list[dict]) -> list[dict]:
-    """Each pipeline point between two calibrations: its images/s over the bracket's rate x vCPUs."""
+    """Each pipeline point between two calibrations: its images/s over the bracket's rate x vCPUs,
+    its loader workers' CPU per image over the calibration's, and its decoding threads' CPU per image
+    over the calibration's own (the same per-image work, timed the same way in both)."""
     pairs = []
     for i, r in enumerate(rows):
         if r["variant"].startswith("calib") or not r.get("figure"):
             continue
         calib = bracket_calibration(rows, i)
         if calib:
+            calib_decode = bracket_calibration(rows, i, "decode_cpu_ms_per_image")
             pairs.append({"vcpus": r["vcpus"], "variant": r["variant"], "figure": r["figure"], "calib": calib,
                           "ratio": r["figure"] / (calib * r["vcpus"]),
                           "workers_over_calib": (r["loader_cpu_ms_per_sample"] * calib / 1000
-                                                 if r.get("loader_cpu_ms_per_sample") else None)})
+                                                 if r.get("loader_cpu_ms_per_sample") else None),
+                          "decode_over_calib": (r["decode_cpu_ms_per_image"] / calib_decode
+                                                if r.get("decode_cpu_ms_per_image") and calib_decode else None)})
     return pairs
 
 
 def bracket_lines(pairs: list[dict]) -> list[str]:
-    lines = [f"{'vCPUs':>5} {'variant':<12} {'pairs':>5} {'each: images/s over bracket x vCPUs':<40} {'median':>6} "
-             f"{'workers CPU/img over calib':>26}"]
+    lines = [f"{'vCPUs':>5} {'variant':<20} {'pairs':>5} {'each: images/s over bracket x vCPUs':<40} {'median':>6} "
+             f"{'workers CPU/img over calib':>26} {'decoding over calib':>19}"]
+
+    def median_of(group: list[dict], key: str) -> str:
+        values = [p[key] for p in group if p.get(key)]
+        return f"{statistics.median(values):.2f}" if values else "-"
+
     for key in sorted({(p["vcpus"], p["variant"]) for p in pairs}):
         group = [p for p in pairs if (p["vcpus"], p["variant"]) == key]
-        costs = [p["workers_over_calib"] for p in group if p["workers_over_calib"]]
         each = ", ".join(f"{p['ratio']:.2f}" for p in group)
-        lines.append(f"{key[0]:>5} {key[1]:<12} {len(group):>5} {each:<40} "
+        lines.append(f"{key[0]:>5} {key[1]:<20} {len(group):>5} {each:<40} "
                      f"{statistics.median(p['ratio'] for p in group):>6.2f} "
-                     f"{statistics.median(costs) if costs else float('nan'):>26.2f}")
+                     f"{median_of(group, 'workers_over_calib'):>26} {median_of(group, 'decode_over_calib'):>19}")
     return lines
 
 
@@ -141,7 +166,7 @@ def breakdown_lines(rows: list[dict]) -> list[str]:
     """Where each pipeline point's CPU went, per image, beside its calibration's cost per image (the
     bracket's where the point has one, else the last calibration at its vCPU count)."""
     calib = {r["vcpus"]: r["figure"] for r in rows if r["variant"] == "calib" and r.get("figure")}
-    lines = [f"{'vCPUs':>5} {'variant':<12} {'images/s':>8} {'calib ms':>8} {'CPU ms':>7} {'workers':>7} "
+    lines = [f"{'vCPUs':>5} {'variant':<20} {'images/s':>8} {'calib ms':>8} {'CPU ms':>7} {'workers':>7} {'decoding':>8} "
              f"{'main thr':>8} {'other thr':>9} {'kernel':>6} {'preempt/s':>9} {'faults':>6}"]
     for i, r in enumerate(rows):
         if r["variant"].startswith("calib") or not r.get("cpu_ms_per_sample") or not r.get("figure"):
@@ -149,9 +174,9 @@ def breakdown_lines(rows: list[dict]) -> list[str]:
         per_core = 1000.0 / r["figure"]  # ms of one core per image of the point's rate
         cal = bracket_calibration(rows, i) or calib.get(r["vcpus"])
         lines.append(
-            f"{r['vcpus']:>5} {r['variant']:<12} {fmt(r['figure']):>8} {fmt(1000 / cal if cal else None, 1):>8} "
+            f"{r['vcpus']:>5} {r['variant']:<20} {fmt(r['figure']):>8} {fmt(1000 / cal if cal else None, 1):>8} "
             f"{r['cpu_ms_per_sample']:>7.2f} {r['loader_cpu_ms_per_sample']:>7.2f} "
-            f"{r['main_thread_cores'] * per_core:>8.2f} {r['main_other_threads_cores'] * per_core:>9.2f} "
+            f"{fmt(r.get('decode_cpu_ms_per_image'), 1):>8} {r['main_thread_cores'] * per_core:>8.2f} {r['main_other_threads_cores'] * per_core:>9.2f} "
             f"{r['cpu_system_share']:>6.0%} {r['involuntary_switches_per_s']:>9,.0f} "
             f"{fmt(r.get('minor_faults_per_sample')):>6}")
     return lines
@@ -193,10 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vcpus", default="4,16")
     parser.add_argument("--ram", default="32G")
     parser.add_argument("--budget", type=float, default=18.0)
+    parser.add_argument("--calib-budget", type=float, help="the calibration points' budget (default: sizer's)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--data", type=Path)
     parser.add_argument("--profile", default="auto")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default="calib,default,calib,pin-thread-in-order,calib",
+                        help=f"comma-separated, run in this order at each vCPU count: {', '.join(VARIANTS)}")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--from", dest="from_file", type=Path, metavar="FILE",
                         help="print the tables of an earlier run's --out JSON; measure nothing")

@@ -206,3 +206,75 @@ def test_closing_a_loader_sets_the_flag_its_forked_workers_see_and_stops_them(fo
         assert all(w.is_alive() for w in workers)
     assert dataset.stop.value == 1
     assert not any(w.is_alive() for w in workers)
+
+
+def _children_cpu_seconds() -> float:
+    import os
+
+    from workloads.measure import children_map, tree_counters
+
+    return sum(tree_counters(child)["cpu_seconds"] for child in children_map().get(os.getpid(), []))
+
+
+@pytest.mark.parametrize("assemble", [True, False])
+def test_forked_workers_add_their_decoding_to_the_training_processs_counters(folder, assemble):
+    """Each worker times its decode and augmentation per image into counters made before it forked:
+    the training process reads every worker's images, and CPU seconds that are part of the workers'."""
+    samples = formats.open_image_dataset(folder, "files", "train")
+    dataset = tc.ImageSamples(samples, tc.train_transform(96), read_threads=2, assemble=assemble)
+    assert dataset.decode_counters() == {"decode_cpu_seconds": 0.0, "decoded_images": 0.0}
+    loader = tc.make_loader(dataset, 4, workers=2, prefetch_factor=2, pin_memory=False, shuffle=True, seed=0)
+    with tc.closing_loader(loader):
+        batches = iter(loader)
+        for _ in range(10):
+            next(batches)
+        counted = dataset.decode_counters()
+        workers_cpu = _children_cpu_seconds()
+    # 10 batches of 4 taken; at most 2 workers x 2 batches more asked for, made or in the making
+    assert 40 <= counted["decoded_images"] <= 40 + 2 * 2 * 4
+    assert 0 < counted["decode_cpu_seconds"] <= workers_cpu
+
+
+def test_an_unordered_loader_takes_a_fast_workers_batches_before_a_slow_ones(folder):
+    """`in_order=False`: a batch is taken as soon as any worker has one, so a worker held up does not
+    stall the others' finished batches (in order, worker 0's batch would come first)."""
+    import inspect
+    import os
+    import time
+
+    if "in_order" not in inspect.signature(torch.utils.data.DataLoader.__init__).parameters:
+        pytest.skip("this PyTorch's DataLoader has no in_order")
+
+    class SlowFirstWorker(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            info = torch.utils.data.get_worker_info()
+            if info is not None and info.id == 0:
+                time.sleep(0.5)
+            return torch.tensor([i, info.id if info is not None else -1, os.getpid()])
+
+    for in_order, first_worker in ((True, 0), (False, 1)):
+        loader = tc.make_loader(SlowFirstWorker(), 1, workers=2, prefetch_factor=2, pin_memory=False,
+                                shuffle=False, seed=0, collate_fn=torch.utils.data.default_collate, in_order=in_order)
+        with tc.closing_loader(loader):
+            first = next(iter(loader))
+        assert int(first[0, 1]) == first_worker, (in_order, first)
+
+
+def test_registered_buffers_are_used_where_the_pipeline_allows_them_unless_turned_off():
+    gpu = {"recycle_batches": True, "assemble_batches": True}
+    assert tc.use_registered_buffers({**gpu, "register_buffers": "auto"}, True, False, "device")
+    assert tc.use_registered_buffers(gpu, True, False, "device")  # auto when unset
+    # Where the pipeline does not allow it, auto quietly keeps the pin-memory thread ...
+    assert not tc.use_registered_buffers(gpu, False, False, "device")  # no CUDA device
+    assert not tc.use_registered_buffers(gpu, True, True, "device")  # nvjpeg decoding
+    assert not tc.use_registered_buffers(gpu, True, False, "worker")  # float batches
+    assert not tc.use_registered_buffers({**gpu, "recycle_batches": False}, True, False, "device")
+    # ... and asked for outright it is an error; turned off it is off.
+    with pytest.raises(ValueError, match="register_buffers needs device=cuda"):
+        tc.use_registered_buffers({**gpu, "register_buffers": True}, False, False, "device")
+    assert not tc.use_registered_buffers({**gpu, "register_buffers": False}, True, False, "device")
+    with pytest.raises(ValueError, match="auto, true or false"):
+        tc.use_registered_buffers({**gpu, "register_buffers": "sometimes"}, True, False, "device")

@@ -22,6 +22,18 @@ def test_bracket_is_the_mean_of_the_neighbouring_calibrations(benchmark):
     assert second["calib"] == 350.0 and second["workers_over_calib"] is None
 
 
+def test_decoding_is_compared_with_the_brackets_own_decoding(benchmark):
+    lv = benchmark("loader_variants")
+    rows = [_row("calib", 4, 300.0), _row("default", 4, 1080.0, loader_ms=3.5), _row("calib", 4, 360.0),
+            _row("calib", 8, 350.0), _row("default", 8, 2520.0)]
+    rows[0]["decode_cpu_ms_per_image"], rows[2]["decode_cpu_ms_per_image"] = 3.0, 3.4
+    rows[1]["decode_cpu_ms_per_image"] = 3.52
+    rows[4]["decode_cpu_ms_per_image"] = 3.0  # its one calibration has no decoding figure
+    first, second = lv.bracketed_pairs(rows)
+    assert abs(first["decode_over_calib"] - 3.52 / 3.2) < 1e-12
+    assert second["decode_over_calib"] is None
+
+
 def test_a_calibration_at_another_vcpu_count_is_no_bracket(benchmark):
     lv = benchmark("loader_variants")
     rows = [_row("calib", 2, 380.0), _row("default", 4, 1100.0), _row("calib", 8, 350.0)]

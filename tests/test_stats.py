@@ -85,6 +85,25 @@ def test_meter_judges_the_spread_a_few_times_a_second_not_at_every_step():
     assert slow.spread_checks == 10 - (slow.min_steps - 1)  # every step once enough steps are in
 
 
+def test_tracked_counters_give_their_growth_over_the_window_alone():
+    """A workload's own cumulative counters (Meter.track) are read as the window starts and ends:
+    what they counted during warm-up stays out."""
+    from workloads.measure import Meter
+    from workloads.protocol import Result
+
+    count = {"decoded_images": 0.0, "decode_cpu_seconds": 0.0}
+    meter = Meter(warmup_steps=3, time_budget_s=3600.0, min_steps=1, min_seconds=0.0, n_windows=2, gpu=False)
+    meter.track(lambda: dict(count))
+    for i in range(8):
+        count["decoded_images"] += 10  # images made before the step that uses them
+        count["decode_cpu_seconds"] += 0.5 if i < 3 else 0.04
+        meter.step(0.1, 10)
+    result = meter.finish(Result(workload="w", framework="f", unit="u/s", profile="cpu-small"), 1)
+    # The window opens at the 4th step, after it was counted: steps 5 to 8 are inside it.
+    assert result.counters["decoded_images"] == 40
+    assert result.counters["decode_cpu_seconds"] == pytest.approx(0.16)
+
+
 def test_the_figure_is_the_whole_windows_rate_not_the_median_of_its_windows():
     # 2 workers: rounds of 2 batches whose waits alternate 0.8 s and 1.6 s (a burst falls early or late).
     steps = []

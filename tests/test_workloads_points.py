@@ -88,6 +88,8 @@ def test_training_point_from_files_and_shards(name, imagenet, tmp_path):
     assert r.extra["loss_first"] > 0 and r.extra["loss_last"] == r.extra["loss_last"]  # real, finite steps
     assert r.counters["warmup_steps"] >= 2 * 2 + 3  # past the prefetch depth (2 workers x 2)
     assert "cold_rate" in r.extra
+    # The workers' decoding is part of their CPU time per image, not more (nor per batch).
+    assert 0 < r.counters["decode_cpu_ms_per_image"] <= 1.25 * r.counters["loader_cpu_ms_per_sample"]
 
 
 def test_training_on_synthetic_input_skips_the_loader(imagenet, tmp_path):
@@ -100,6 +102,7 @@ def test_inference_point_with_latency_percentiles(name, imagenet, tmp_path):
     r = measure(name, imagenet, tmp_path, {"input": "tar"} if name == "vgg16-infer" else None)
     assert r.extra["dataset_images"] == 80  # the val split
     assert 0 < r.extra["batch_latency_p50_ms"] <= r.extra["batch_latency_p99_ms"]
+    assert r.counters["decode_cpu_ms_per_image"] > 0  # the workers' decode and resize, timed
     # The model's share of a batch's time cannot exceed the whole step's, at the measured rate.
     batch = r.config["batch_size"]
     assert r.extra["batch_latency_p50_ms"] < 1000 * batch / r.throughput * 1.5
@@ -168,6 +171,9 @@ def test_cpu_calibrate_pins_one_vcpu_and_gives_the_cpus_back(tmp_path):
     assert r.extra["cpu"] in before and r.config["image_size"] == 224
     assert r.counters["cpu_util_per_vcpu"] <= 1.3  # one process, one vCPU
     assert r.counters["read_bytes"] < 1e6  # the images are in memory
+    # Its one busy thread's CPU per image, timed as the loader workers time their decoding, is the
+    # wall time per image it measured (less what the host took from the thread).
+    assert 0.6 <= r.counters["decode_cpu_ms_per_image"] * r.throughput / 1000 <= 1.1
 
 
 def test_worker_entry_runs_a_point_and_reports_bad_config(imagenet, tmp_path, repo_root):

@@ -23,7 +23,7 @@ from workloads.protocol import Result, Spec, Workload, register
 
 def profiles(arch: str, gpu_size: int, gpu_resize: int, small_model: str, small_size: int, small_resize: int):
     common = {"input": "files", "split": "val", "workers": None, "prefetch_factor": 2, "read_threads": 4,
-              "assemble_batches": True, "recycle_batches": True, "pin_workers": False,
+              "assemble_batches": True, "recycle_batches": True, "pin_workers": False, "in_order": True,
               "warmup_steps": 3, "normalize": "device"}
     return {
         "gpu": {
@@ -78,9 +78,10 @@ class ImagenetInfer(Workload):
         # and the CUDA context made, not after.
         samples = tc.open_images(spec.data_dir, source, cfg["split"])
         workers = tc.loader_workers(cfg, spec.vcpus)
+        dataset = tc.ImageSamples(samples, tc.eval_transform(int(cfg["image_size"]), int(cfg["resize"]), normalize),
+                                  int(cfg.get("read_threads", 0)), bool(cfg.get("assemble_batches", True)))
         loader = tc.make_loader(
-            tc.ImageSamples(samples, tc.eval_transform(int(cfg["image_size"]), int(cfg["resize"]), normalize),
-                            int(cfg.get("read_threads", 0)), bool(cfg.get("assemble_batches", True))),
+            dataset,
             int(cfg["batch_size"]),
             workers,
             int(cfg["prefetch_factor"]),
@@ -89,6 +90,7 @@ class ImagenetInfer(Workload):
             seed=spec.seed,
             pin_workers=bool(cfg.get("pin_workers", False)),
             recycle_batches=bool(cfg.get("recycle_batches", True)),
+            in_order=bool(cfg.get("in_order", True)),
         )
         batches = iter(loader)
         stage_done("data_opened")
@@ -127,9 +129,11 @@ class ImagenetInfer(Workload):
             return float(x.shape[0])
 
         meter = tc.new_meter(spec, cfg, warmup, device, round_steps=workers if source != "synthetic" else 1)
+        tc.watch_decoding(meter, dataset)
         with tc.closing_loader(loader):
             tc.run_epochs(meter, batches, step, tc.StepClock(device), extra, pass_samples=len(samples))
             meter.finish(result, spec.vcpus)
+            tc.decode_cost(result.counters)
         if cuda:
             torch.cuda.synchronize()
             latencies_s = [start.elapsed_time(end) / 1000.0 for start, end in events]

@@ -46,7 +46,10 @@ def profiles(
         "assemble_batches": True,  # uint8 batches written image by image into shared memory (torch_common)
         "recycle_batches": True,  # each worker fills its shared-memory batches again (torch_common.BatchRecycler)
         "pin_workers": False,  # True: each loader worker on a vCPU of its own (torch_common.pin_worker)
-        "register_buffers": False,  # True: batches copied to the GPU from the recycled buffers (torch_common.RegisteredCopy)
+        # Batches copied to the GPU straight from the recycled buffers, no pin-memory thread
+        # (torch_common.use_registered_buffers): "auto" where the pipeline allows, true, false.
+        "register_buffers": "auto",
+        "in_order": False,  # batches taken as the workers finish them (torch_common.make_loader)
         "warmup_steps": 3,  # beyond the prefetch depth
         "lr": lr,
         "momentum": 0.9,
@@ -105,11 +108,7 @@ class ImagenetTrain(Workload):
         memory_format = torch.channels_last if channels_last else torch.preserve_format
         extra = result.extra
         gpu_decode = decode == "gpu" and source != "synthetic"
-        register = bool(cfg.get("register_buffers", False)) and source != "synthetic"
-        if register and not (cuda and not gpu_decode and normalize == "device" and cfg.get("recycle_batches", True)
-                             and cfg.get("assemble_batches", True)):
-            raise ValueError("register_buffers needs device=cuda, decode=cpu, normalize=device and recycled, "
-                             "assembled batches (recycle_batches and assemble_batches on)")
+        register = source != "synthetic" and tc.use_registered_buffers(cfg, cuda, gpu_decode, normalize)
 
         # The loader first: its workers fork and fill the prefetch queue while the model is built
         # and the CUDA context made (about 4 s on an H200 host), not after.
@@ -139,6 +138,7 @@ class ImagenetTrain(Workload):
                 collate_fn=tc.collate_raw if gpu_decode else None,
                 pin_workers=bool(cfg.get("pin_workers", False)),
                 recycle_batches=bool(cfg.get("recycle_batches", True)),
+                in_order=bool(cfg.get("in_order", False)),
             )
             warmup = tc.warmup_batches(cfg, workers)
             extra["loader_workers"] = workers
@@ -174,10 +174,13 @@ class ImagenetTrain(Workload):
             return float(x.shape[0])
 
         meter = tc.new_meter(spec, cfg, warmup, device, round_steps=workers if source != "synthetic" else 1)
+        if source != "synthetic":
+            tc.watch_decoding(meter, dataset)
         try:
             with tc.closing_loader(loader):
                 tc.run_epochs(meter, batches, step, tc.StepClock(device), extra, pass_samples=extra.get("dataset_images"))
                 meter.finish(result, spec.vcpus)  # while loader workers live: their counters count
+                tc.decode_cost(result.counters)
         finally:
             if registered is not None:
                 extra["registered_buffers"] = len(registered.registered)

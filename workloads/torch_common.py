@@ -23,6 +23,12 @@ Decisions that shape every image workload:
   third as often, but the pipeline's rate moved with the host, not the setting: +1% to +16% at 4
   to 12 vCPUs on one H200 host, -13% to +4% at 2 to 12 on another (benchmarks/loader_variants.py),
   so the default stays the stock DataLoader's.
+- Training on a GPU with CPU decoding copies each batch to the device straight from the loader
+  worker's recycled shared-memory buffer, registered with CUDA once (`RegisteredCopy`), instead of
+  through the DataLoader's pin-memory thread, and takes batches as the workers finish them
+  (`in_order=False`). Together, at 8 vCPUs on two H200 hosts, the pipeline went from 0.88 and
+  0.77-0.82 of calibration x vCPUs to 0.94 and 0.91-0.99 (benchmarks/loader_overhead.py,
+  benchmarks/loader_variants.py).
 - On a GPU, steps are timed as intervals between completions of consecutive steps: after queueing
   step k the loop waits for step k-1 to finish (a CUDA event), so the GPU always has one step queued
   and step times are true GPU-inclusive times, without the stall a full synchronize per step adds.
@@ -285,6 +291,9 @@ class ImageSamples:
         # instead of finishing it (up to a second of decoding at 2 vCPUs) before it may stop. Made
         # here, in the training process, so that forked workers share it.
         self.stop = _shared_flag()
+        # CPU seconds the workers' decoding threads spent decoding and augmenting, and the images:
+        # the calibration's per-image work timed inside the pipeline (see `decode_counters`).
+        self.decoding = _shared_sums(2)
 
     @property
     def assembles(self) -> bool:
@@ -299,7 +308,23 @@ class ImageSamples:
         data, label = record
         if self.transform is None:
             return torch.frombuffer(bytearray(data), dtype=torch.uint8), int(label)
-        return self.transform(decode_rgb(data)), int(label)
+        t0 = time.thread_time()
+        out = self.transform(decode_rgb(data))
+        self._decoded(time.thread_time() - t0, 1)
+        return out, int(label)
+
+    def _decoded(self, cpu_seconds: float, images: int) -> None:
+        with self.decoding.get_lock():
+            self.decoding[0] += cpu_seconds
+            self.decoding[1] += images
+
+    def decode_counters(self) -> dict[str, float]:
+        """Cumulative CPU seconds the loader workers spent decoding and augmenting images (the
+        thread's own CPU time, as the calibration's loop spends it) and the images so decoded. Over
+        a window, their ratio against the calibration's cost per image says whether the per-image
+        work itself costs more inside the pipeline, or the work around it (reads, batches, hand-over)."""
+        with self.decoding.get_lock():
+            return {"decode_cpu_seconds": self.decoding[0], "decoded_images": self.decoding[1]}
 
     def __getitem__(self, index: int):
         return self._item(self.samples[index])
@@ -328,11 +353,14 @@ class ImageSamples:
         import numpy as np
         import torch
 
-        labels = torch.empty(n, dtype=torch.long)
+        labels: list[int] = []  # one tensor at the end: a tensor's item assignment costs 10-60 us an image
         images = pixels_out = None
         slot = None
+        decode_s = 0.0
         for i, (data, label) in enumerate(records):
+            t0 = time.thread_time()
             pixels = np.asarray(self._to_pixels(decode_rgb(data)))
+            decode_s += time.thread_time() - t0
             if images is None:
                 shape = (n, *pixels.shape)
                 images, slot = self.recycler.acquire(shape) if self.recycler else (_batch_tensor(shape), None)
@@ -341,8 +369,9 @@ class ImageSamples:
                 raise ValueError(f"image {i} of a batch is {pixels.shape}, the first was {pixels_out.shape[1:]}: "
                                  "the transform must end at one size")
             pixels_out[i] = pixels
-            labels[i] = int(label)
-        batch = ImageBatch((images, labels))
+            labels.append(int(label))
+        self._decoded(decode_s, n)
+        batch = ImageBatch((images, torch.tensor(labels, dtype=torch.long)))
         if slot is not None:
             batch.recycled = (self.recycler.key, slot)
         return batch
@@ -356,6 +385,28 @@ def _shared_flag() -> Any:
     import multiprocessing
 
     return multiprocessing.RawValue("b", 0)
+
+
+def _shared_sums(n: int) -> Any:
+    """`n` doubles behind a lock, made before the loader's workers fork so that they all add to them."""
+    import multiprocessing
+
+    return multiprocessing.Array("d", n)
+
+
+def watch_decoding(meter: Meter, dataset: Any) -> None:
+    """Have `meter` count the loader workers' decoding over its window (`ImageSamples.decode_counters`):
+    the result then carries `decode_cpu_ms_per_image` (see `decode_cost`)."""
+    if isinstance(dataset, ImageSamples) and dataset.transform is not None:
+        meter.track(dataset.decode_counters)
+
+
+def decode_cost(counters: dict[str, Any]) -> None:
+    """`decode_cpu_ms_per_image`: the workers' CPU milliseconds per image in decode and augmentation
+    over the window, from the deltas `watch_decoding` left in `counters`."""
+    images = counters.get("decoded_images") or 0
+    if images > 0:
+        counters["decode_cpu_ms_per_image"] = 1000.0 * counters["decode_cpu_seconds"] / images
 
 
 class ImageBatch(tuple):
@@ -433,6 +484,24 @@ class BatchRecycler:
         (it stays at the same address for as long as the loader lives), not a fresh block."""
         ptr = images.untyped_storage().data_ptr()
         return any(storage.data_ptr() == ptr for storage in self._mapped.values())
+
+
+def use_registered_buffers(cfg: dict[str, Any], cuda: bool, gpu_decode: bool, normalize: str) -> bool:
+    """Whether a training point copies its batches to the GPU straight from the loader workers'
+    recycled buffers (`RegisteredCopy`) instead of through the DataLoader's pin-memory thread. Config
+    `register_buffers`: "auto" (the default) where the pipeline allows it (a CUDA device, CPU
+    decoding, uint8 batches assembled and recycled), true (an error where it does not), false."""
+    setting = cfg.get("register_buffers", "auto")
+    applicable = bool(cuda and not gpu_decode and normalize == "device" and cfg.get("recycle_batches", True)
+                      and cfg.get("assemble_batches", True))
+    if setting in (None, "", "auto"):
+        return applicable
+    if setting not in (True, False, 0, 1):
+        raise ValueError(f"register_buffers must be auto, true or false, not {setting!r}")
+    if setting and not applicable:
+        raise ValueError("register_buffers needs device=cuda, decode=cpu, normalize=device and recycled, "
+                         "assembled batches (recycle_batches and assemble_batches on)")
+    return bool(setting)
 
 
 class RegisteredCopy:
@@ -572,11 +641,14 @@ def make_loader(
     collate_fn: Callable | None = None,
     pin_workers: bool = False,
     recycle_batches: bool = False,
+    in_order: bool = True,
 ):
     """A DataLoader over endless passes of the dataset (see EndlessPasses): persistent workers,
     `prefetch_factor` batches read ahead per worker, whole batches only. `recycle_batches`: an
     assembling `ImageSamples` fills `BatchRecycler` buffers, prefetch depth + 2 per worker (the
-    batches in flight, the one being trained on and the one being pinned)."""
+    batches in flight, the one being trained on and the one being pinned). `in_order=False`: batches
+    are taken as workers finish them, not in the order they were asked for, so a worker whose
+    batches are ready does not sit idle behind a slower one (PyTorch 2.6 and later; ignored before)."""
     import torch
 
     if len(dataset) < batch_size:
@@ -594,7 +666,16 @@ def make_loader(
         drop_last=True,
         collate_fn=collate_fn or collate_images,
         worker_init_fn=pin_worker if pin_workers else None,
+        **({} if in_order or not _loader_takes_in_order() else {"in_order": False}),
     )
+
+
+def _loader_takes_in_order() -> bool:
+    import inspect
+
+    import torch
+
+    return "in_order" in inspect.signature(torch.utils.data.DataLoader.__init__).parameters
 
 
 def pin_worker(worker_id: int) -> None:

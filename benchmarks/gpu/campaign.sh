@@ -11,7 +11,8 @@
 #
 # usage: bash benchmarks/gpu/campaign.sh STEP...    e.g. resnet50-train variants resnet50-infer:split=train
 # env:   RUNS (default ./gpu-runs), SLICE (default 9m), VARIANT_VCPUS (default 4,16), VARIANT_RAM
-#        (default 32G), VARIANTS, VARIANT_BUDGET (seconds, default 14), VARIANT_REPEATS (default 1)
+#        (default 32G), VARIANTS, VARIANT_BUDGET (seconds, default 14), VARIANT_CALIB_BUDGET (seconds,
+#        default sizer's), VARIANT_REPEATS (default 1)
 set -uo pipefail
 RUNS=${RUNS:-$PWD/gpu-runs}; mkdir -p "$RUNS"
 export RUNS OUT=$RUNS/out
@@ -24,7 +25,7 @@ for step in "$@"; do
     [ -s "$RUNS/loader_variants.json" ] && continue
     echo "== $(date -u +%T) loader variants at ${VARIANT_VCPUS:-4,16} vCPUs"
     python3 benchmarks/loader_variants.py --vcpus "${VARIANT_VCPUS:-4,16}" --ram "${VARIANT_RAM:-32G}" \
-      --variants "${VARIANTS:-default,worker,quota,calib,calib-worker}" --budget "${VARIANT_BUDGET:-14}" --repeats "${VARIANT_REPEATS:-1}" --data "${SIZER_DATA:-/root/sizer-data}" \
+      --variants "${VARIANTS:-default,worker,quota,calib,calib-worker}" --budget "${VARIANT_BUDGET:-14}" ${VARIANT_CALIB_BUDGET:+--calib-budget "$VARIANT_CALIB_BUDGET"} --repeats "${VARIANT_REPEATS:-1}" --data "${SIZER_DATA:-/root/sizer-data}" \
       --out "$RUNS/loader_variants.json"
     continue
   fi
