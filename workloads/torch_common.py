@@ -647,8 +647,9 @@ def make_loader(
     `prefetch_factor` batches read ahead per worker, whole batches only. `recycle_batches`: an
     assembling `ImageSamples` fills `BatchRecycler` buffers, prefetch depth + 2 per worker (the
     batches in flight, the one being trained on and the one being pinned). `in_order=False`: batches
-    are taken as workers finish them, not in the order they were asked for, so a worker whose
-    batches are ready does not sit idle behind a slower one (PyTorch 2.6 and later; ignored before)."""
+    are taken as workers finish them, not in the order they were asked for, so a finished batch never
+    waits behind a slower worker's (on H200 hosts the workers then spent less CPU per image, with
+    their vCPUs as busy as before: docs/PERFORMANCE.md; PyTorch 2.6 and later, ignored before)."""
     import torch
 
     if len(dataset) < batch_size:
