@@ -209,8 +209,9 @@ def loader_rate(samples, worker_cpus: list[int], consumer_cpus: list[int], read_
             cost = per_image(before, after, n)
             cost["consumer_ms"] = 1000 * (own_after - own_before) / n
             decoding = {k: v - decoding_before[k] for k, v in dataset.decode_counters().items()}
-            if decoding["decoded_images"] > 0:
-                cost["decode_ms"] = 1000 * decoding["decode_cpu_seconds"] / decoding["decoded_images"]
+            tc.decode_cost(decoding)
+            if "decode_cpu_ms_per_image" in decoding:
+                cost["decode_ms"] = decoding["decode_cpu_ms_per_image"]
             return rate, cost
     finally:
         if use is not None:

@@ -176,7 +176,8 @@ def breakdown_lines(rows: list[dict]) -> list[str]:
         lines.append(
             f"{r['vcpus']:>5} {r['variant']:<20} {fmt(r['figure']):>8} {fmt(1000 / cal if cal else None, 1):>8} "
             f"{r['cpu_ms_per_sample']:>7.2f} {r['loader_cpu_ms_per_sample']:>7.2f} "
-            f"{fmt(r.get('decode_cpu_ms_per_image'), 1):>8} {r['main_thread_cores'] * per_core:>8.2f} {r['main_other_threads_cores'] * per_core:>9.2f} "
+            f"{fmt(r.get('decode_cpu_ms_per_image'), 1):>8} {r['main_thread_cores'] * per_core:>8.2f} "
+            f"{r['main_other_threads_cores'] * per_core:>9.2f} "
             f"{r['cpu_system_share']:>6.0%} {r['involuntary_switches_per_s']:>9,.0f} "
             f"{fmt(r.get('minor_faults_per_sample')):>6}")
     return lines

@@ -146,12 +146,13 @@ def test_batches_the_training_process_still_holds_are_never_overwritten(folder):
     assert len({images.untyped_storage().data_ptr() for images, _ in held}) == 16
 
 
-def _children_faults() -> float:
+def _children_total(counter: str) -> float:
+    """`counter` of the meter's process-tree counters, summed over this process's children (the loader workers)."""
     import os
 
     from workloads.measure import children_map, tree_counters
 
-    return sum(tree_counters(child)["minor_faults"] for child in children_map().get(os.getpid(), []))
+    return sum(tree_counters(child)[counter] for child in children_map().get(os.getpid(), []))
 
 
 def test_recycling_cuts_the_workers_page_faults(folder):
@@ -165,10 +166,10 @@ def test_recycling_cuts_the_workers_page_faults(folder):
             it = iter(loader)
             for _ in range(6):
                 next(it)
-            before = _children_faults()
+            before = _children_total("minor_faults")
             for _ in range(12):
                 next(it)
-            faults[recycle] = _children_faults() - before
+            faults[recycle] = _children_total("minor_faults") - before
     # 12 batches of 8 x 128 x 128 x 3 bytes: 96 pages each when every batch is a fresh block
     assert faults[False] >= 12 * 96 * 0.8
     assert faults[True] < faults[False] / 4
@@ -208,14 +209,6 @@ def test_closing_a_loader_sets_the_flag_its_forked_workers_see_and_stops_them(fo
     assert not any(w.is_alive() for w in workers)
 
 
-def _children_cpu_seconds() -> float:
-    import os
-
-    from workloads.measure import children_map, tree_counters
-
-    return sum(tree_counters(child)["cpu_seconds"] for child in children_map().get(os.getpid(), []))
-
-
 @pytest.mark.parametrize("assemble", [True, False])
 def test_forked_workers_add_their_decoding_to_the_training_processs_counters(folder, assemble):
     """Each worker times its decode and augmentation per image into counters made before it forked:
@@ -229,7 +222,7 @@ def test_forked_workers_add_their_decoding_to_the_training_processs_counters(fol
         for _ in range(10):
             next(batches)
         counted = dataset.decode_counters()
-        workers_cpu = _children_cpu_seconds()
+        workers_cpu = _children_total("cpu_seconds")
     # 10 batches of 4 taken; at most 2 workers x 2 batches more asked for, made or in the making
     assert 40 <= counted["decoded_images"] <= 40 + 2 * 2 * 4
     assert 0 < counted["decode_cpu_seconds"] <= workers_cpu

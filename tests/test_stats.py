@@ -93,7 +93,9 @@ def test_tracked_counters_give_their_growth_over_the_window_alone():
 
     count = {"decoded_images": 0.0, "decode_cpu_seconds": 0.0}
     meter = Meter(warmup_steps=3, time_budget_s=3600.0, min_steps=1, min_seconds=0.0, n_windows=2, gpu=False)
-    meter.track(lambda: dict(count))
+    from workloads.torch_common import decode_cost
+
+    meter.track(lambda: dict(count), decode_cost)
     for i in range(8):
         count["decoded_images"] += 10  # images made before the step that uses them
         count["decode_cpu_seconds"] += 0.5 if i < 3 else 0.04
@@ -102,6 +104,7 @@ def test_tracked_counters_give_their_growth_over_the_window_alone():
     # The window opens at the 4th step, after it was counted: steps 5 to 8 are inside it.
     assert result.counters["decoded_images"] == 40
     assert result.counters["decode_cpu_seconds"] == pytest.approx(0.16)
+    assert result.counters["decode_cpu_ms_per_image"] == pytest.approx(4.0)  # derived from the window's growth
 
 
 def test_the_figure_is_the_whole_windows_rate_not_the_median_of_its_windows():

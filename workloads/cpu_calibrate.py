@@ -93,10 +93,9 @@ class CpuCalibrate(Workload):
             return float(len(chunk))
 
         meter = tc.new_meter(spec, cfg, int(cfg["warmup_steps"]), "cpu")
-        meter.track(lambda: dict(decoding))
+        meter.track(lambda: dict(decoding), tc.decode_cost)
         tc.run_epochs(meter, batches(), step, tc.StepClock("cpu"), {})
         meter.finish(result, 1)
-        tc.decode_cost(result.counters)
         result.extra["images_bytes"] = sum(len(d) for d in images)
 
 

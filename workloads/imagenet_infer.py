@@ -133,7 +133,6 @@ class ImagenetInfer(Workload):
         with tc.closing_loader(loader):
             tc.run_epochs(meter, batches, step, tc.StepClock(device), extra, pass_samples=len(samples))
             meter.finish(result, spec.vcpus)
-            tc.decode_cost(result.counters)
         if cuda:
             torch.cuda.synchronize()
             latencies_s = [start.elapsed_time(end) / 1000.0 for start, end in events]

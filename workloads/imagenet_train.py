@@ -180,7 +180,6 @@ class ImagenetTrain(Workload):
             with tc.closing_loader(loader):
                 tc.run_epochs(meter, batches, step, tc.StepClock(device), extra, pass_samples=extra.get("dataset_images"))
                 meter.finish(result, spec.vcpus)  # while loader workers live: their counters count
-                tc.decode_cost(result.counters)
         finally:
             if registered is not None:
                 extra["registered_buffers"] = len(registered.registered)

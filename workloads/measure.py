@@ -366,17 +366,18 @@ class Meter:
         self._steal_before: float | None = None
         self._after: dict[str, float] = {}
         self._gpu = GpuSampler() if gpu else None
-        self._tracked: list[Callable[[], dict[str, float]]] = []
+        self._tracked: list[tuple[Callable[[], dict[str, float]], Callable[[dict], None] | None]] = []
         self._tracked_before: list[dict[str, float]] = []
 
     @property
     def measuring(self) -> bool:
         return len(self.steps) >= self.warmup_steps
 
-    def track(self, read: Callable[[], dict[str, float]]) -> None:
+    def track(self, read: Callable[[], dict[str, float]], derive: Callable[[dict], None] | None = None) -> None:
         """Counters of the workload's own, cumulative (`read` returns them by name): read when the
-        window starts and when it ends, their growth over the window goes into the result's counters."""
-        self._tracked.append(read)
+        window starts and when it ends, their growth over the window goes into the result's counters,
+        and `derive`, given those counters, adds what follows from them (a cost per sample, say)."""
+        self._tracked.append((read, derive))
 
     def mark_phase(self, name: str) -> None:
         """Start a named phase (e.g. 'cold' for the first pass over the data, 'warm' after)."""
@@ -391,7 +392,7 @@ class Meter:
             self._t_measure = time.perf_counter() - seconds
             self._before = tree_counters()
             self._steal_before = steal_seconds()
-            self._tracked_before = [read() for read in self._tracked]
+            self._tracked_before = [read() for read, _ in self._tracked]
             if self._gpu is not None:
                 self._gpu.start()
         self.steps.append([float(seconds), float(samples), 1.0 if warm else 0.0])
@@ -467,8 +468,10 @@ class Meter:
             result.counters["steal_share"] = (steal_after - self._steal_before) / wall / max(1, len(os.sched_getaffinity(0)))
         if self._gpu is not None:
             result.counters.update(self._gpu.stop())
-        for read, before in zip(self._tracked, self._tracked_before):
+        for (read, derive), before in zip(self._tracked, self._tracked_before):
             result.counters.update({k: v - before.get(k, 0.0) for k, v in read().items()})
+            if derive is not None:
+                derive(result.counters)
         for name, first in self.phases.items():
             phase_steps = [s for s in self.steps[first:] if not s[2]]
             later = [i for n, i in self.phases.items() if i > first]

@@ -398,12 +398,12 @@ def watch_decoding(meter: Meter, dataset: Any) -> None:
     """Have `meter` count the loader workers' decoding over its window (`ImageSamples.decode_counters`):
     the result then carries `decode_cpu_ms_per_image` (see `decode_cost`)."""
     if isinstance(dataset, ImageSamples) and dataset.transform is not None:
-        meter.track(dataset.decode_counters)
+        meter.track(dataset.decode_counters, decode_cost)
 
 
 def decode_cost(counters: dict[str, Any]) -> None:
     """`decode_cpu_ms_per_image`: the workers' CPU milliseconds per image in decode and augmentation
-    over the window, from the deltas `watch_decoding` left in `counters`."""
+    over the window, from the counters' growth over it (`decode_cpu_seconds`, `decoded_images`)."""
     images = counters.get("decoded_images") or 0
     if images > 0:
         counters["decode_cpu_ms_per_image"] = 1000.0 * counters["decode_cpu_seconds"] / images
