@@ -208,6 +208,14 @@ def summarize(rows: list[dict], vcpus: list[int]) -> list[dict]:
     return table
 
 
+def save(path: Path, rows: list[dict], vcpus: list[int]) -> None:
+    """The run so far, replaced whole (written beside, then renamed), so the file is never half-written."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps({"rows": rows, "table": summarize(rows, vcpus), "bracketed": bracketed_pairs(rows)},
+                                  indent=2))
+    partial.replace(path)
+
+
 def fmt(x, pct=False):
     if x is None:
         return "-"
@@ -250,12 +258,14 @@ def main(argv: list[str] | None = None) -> int:
                 for name in variants:
                     row = run_point(name, v, args)
                     rows.append(row)
+                    if args.out:  # after every point: a run cut short (a lease that ends) keeps what it measured
+                        save(args.out, rows, vcpus)
                     print(f"  {v:>3} vCPU {name:<13} {row.get('status'):<6} {fmt(row.get('figure')):>8}  "
                           f"{row.get('enforced') or row.get('error', '')}", flush=True)
     table = summarize(rows, vcpus)
     pairs = bracketed_pairs(rows)
-    if args.out:
-        args.out.write_text(json.dumps({"rows": rows, "table": table, "bracketed": pairs}, indent=2))
+    if args.out and not args.from_file:
+        save(args.out, rows, vcpus)
     print(f"{'vCPUs':>5} {'calib/vCPU':>10} {'default':>8} {'/(v*cal)':>8} {'calib fl':>8} {'worker':>8} "
           f"{'/(v*cal)':>8} {'wrk/def':>7} {'quota':>8} {'quo/def':>7} {'serial':>8} {'/(v*cal)':>8} {'def/ser':>7}")
     for t in table:

@@ -18,7 +18,16 @@ over whole loader rounds), the figure workers give since the median of sub-windo
 dropped (workloads/stats.py). The earlier figure is kept under result.extra["whole_window"];
 points whose figure already took every step (the input ended) are left as they are.
 
-Usage: python benchmarks/rewindow_store.py STORE [--spread-target 0.05] [--first-seconds S --workload NAME | --whole-window]
+`--drained`: re-derive the window of every loader-fed point measured before loaders were drained
+(workers now take the batches made before the window and drop them, torch_common.drain_ready):
+from its stored steps, the window opens where the loop was seen to catch up with that backlog
+(`workloads.stats.window_start`, at most a third of its sweep's budget past the warm-up). A
+consumer faster than its loader spent the window's first seconds on that backlog at its own pace,
+and the figure took them in. The figure, spread, window rates and status follow from the steps;
+the counters stay those of the window as measured. Where the rule would have measured on past the
+stored steps, the point stays as measured. The earlier figure is kept under result.extra["drained"].
+
+Usage: python benchmarks/rewindow_store.py STORE [--spread-target 0.05] [--first-seconds S --workload NAME | --whole-window | --drained]
 """
 
 from __future__ import annotations
@@ -107,6 +116,59 @@ def whole_window(path: Path) -> list[tuple[str, float, float]]:
     return changed
 
 
+MIN_STEPS = 10  # the least window the meter takes (workloads/measure.Meter's min_steps default)
+
+
+def loader_fed(result: dict) -> bool:
+    """A point whose batches came from loader workers reading files (not input already on the device)."""
+    workers = result.get("extra", {}).get("loader_workers")
+    return isinstance(workers, int) and workers >= 1 and result.get("config", {}).get("input") != "synthetic"
+
+
+def drained(path: Path, spread_target: float = 0.05, n_windows: int = 5) -> list[tuple[str, float, float]]:
+    """Every loader-fed point's window opened once the loop caught up with its loader's backlog (see
+    the module's docstring); returns (key, old, new) of each change. Each point once."""
+    changed = []
+    conn = sqlite3.connect(path)
+    budgets = {sweep_id: json.loads(config).get("time_budget_s")
+               for sweep_id, config in conn.execute("SELECT id, config FROM sweeps")}
+    with conn:
+        rows = conn.execute("SELECT id, sweep_id, key, status, result FROM points").fetchall()
+        for point_id, sweep_id, key, status, raw in rows:
+            result = json.loads(raw)
+            extra = result.setdefault("extra", {})
+            steps = result.get("steps") or []
+            budget = budgets.get(sweep_id)
+            if (status not in ("ok", "noisy") or "drained" in extra or extra.get("figure") or not loader_fed(result)
+                    or not budget or not steps or "drained_batches" in result.get("counters", {})):
+                continue
+            warmup = int(sum(1 for row in steps if len(row) > 2 and row[2]))
+            rounds = round_steps_of(result)
+            n = stats.drained_warmup([float(row[0]) for row in steps], warmup, budget / 3, rounds)
+            marked = [[row[0], row[1], 1.0 if i < n else 0.0] for i, row in enumerate(steps)]
+            throughput, spread, rates = stats.summarize(marked, n_windows, rounds)
+            if n == warmup or throughput <= 0 or len(steps) - n < max(MIN_STEPS, 2 * rounds):
+                # Nothing before the window to leave out; or the rule would have measured on past the
+                # steps there are, with two rounds left at most (a job bound by its own speed, which
+                # waits for no input, draining for a third of the budget: its rate is its own with or
+                # without a backlog): as measured.
+                extra["drained"] = {"drain_steps": 0, "as_measured": n != warmup}
+                conn.execute("UPDATE points SET result=? WHERE id=?", (json.dumps(result), point_id))
+                continue
+            extra["drained"] = {"throughput": result["throughput"], "spread": result["spread"],
+                                "window_rates": result.get("window_rates"), "drain_steps": n - warmup}
+            counters = result.setdefault("counters", {})
+            counters.update(warmup_steps=n, drain_steps=n - warmup)
+            short = bool(extra.get("window_short"))
+            new_status = "ok" if spread <= spread_target and not short else "noisy"
+            result.update(throughput=throughput, spread=spread, window_rates=rates, status=new_status, steps=marked)
+            conn.execute("UPDATE points SET throughput=?, spread=?, status=?, result=? WHERE id=?",
+                         (throughput, spread, new_status, json.dumps(result), point_id))
+            changed.append((key, extra["drained"]["throughput"], throughput))
+    conn.close()
+    return changed
+
+
 def first_seconds(steps: list, seconds: float) -> list:
     """Warm-up steps, then the measured steps that ended within `seconds` of measured time."""
     out, measured = [], 0.0
@@ -137,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seconds", type=float, help="keep only this many seconds of measured steps")
     parser.add_argument("--workload", help="the workload whose points --first-seconds re-derives")
     parser.add_argument("--whole-window", action="store_true", help="every figure as its whole window's rate")
+    parser.add_argument("--drained", action="store_true",
+                        help="every loader-fed window opened once the loop caught up with its loader's backlog")
     args = parser.parse_args(argv)
     if not args.store.is_file():
         print(f"rewindow_store: error: no store at {args.store}", file=sys.stderr)
@@ -144,11 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     if (args.first_seconds is None) != (args.workload is None):
         print("rewindow_store: error: --first-seconds and --workload go together", file=sys.stderr)
         return 2
-    if args.whole_window and args.first_seconds is not None:
-        print("rewindow_store: error: --whole-window goes alone", file=sys.stderr)
+    if sum(bool(x) for x in (args.whole_window, args.drained, args.first_seconds is not None)) > 1:
+        print("rewindow_store: error: --whole-window, --drained and --first-seconds go alone", file=sys.stderr)
         return 2
     if args.whole_window:
         changed = whole_window(args.store)
+    elif args.drained:
+        changed = drained(args.store, args.spread_target)
     elif args.first_seconds is not None:
         changed = rewindow_prefix(args.store, args.workload, args.first_seconds, args.spread_target)
     else:

@@ -53,3 +53,25 @@ def test_from_file_prints_the_brackets_without_measuring(benchmark, tmp_path, ca
     line = next(ln for ln in out.splitlines() if ln.split()[:3] == ["2", "default", "1"])
     assert "0.90" in line  # 630 / (2 x 350)
     assert lv.main(["--from", str(tmp_path / "missing.json")]) == 2
+
+
+def test_a_run_cut_short_keeps_the_points_it_measured(benchmark, tmp_path, monkeypatch):
+    lv = benchmark("loader_variants")
+    figures = iter([350.0, 630.0])
+
+    def measure(variant, vcpus, args):
+        figure = next(figures, None)
+        if figure is None:
+            raise KeyboardInterrupt  # the lease ends during the third point
+        return {**_row(variant, vcpus, figure, loader_ms=2.9), "status": "ok", "enforced": f"cpuset 0-{vcpus - 1}"}
+
+    monkeypatch.setattr(lv, "run_point", measure)
+    out = tmp_path / "run.json"
+    try:
+        lv.main(["--vcpus", "2", "--variants", "calib,default,calib", "--out", str(out)])
+    except KeyboardInterrupt:
+        pass
+    saved = json.loads(out.read_text())
+    assert [(r["variant"], r["figure"]) for r in saved["rows"]] == [("calib", 350.0), ("default", 630.0)]
+    assert saved["bracketed"][0]["ratio"] == 630.0 / (2 * 350.0)
+    assert not list(tmp_path.glob("*.partial"))

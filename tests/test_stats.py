@@ -101,9 +101,12 @@ def test_tracked_counters_give_their_growth_over_the_window_alone():
         count["decode_cpu_seconds"] += 0.5 if i < 3 else 0.04
         meter.step(0.1, 10)
     result = meter.finish(Result(workload="w", framework="f", unit="u/s", profile="cpu-small"), 1)
-    # The window opens at the 4th step, after it was counted: steps 5 to 8 are inside it.
-    assert result.counters["decoded_images"] == 40
-    assert result.counters["decode_cpu_seconds"] == pytest.approx(0.16)
+    # The window opens as the 3rd step completes: steps 4 to 8 are inside it, for the counters as
+    # for the samples and seconds (they were read a step late before, so a short window's counters
+    # came out a step short of its samples).
+    assert result.counters["measured_samples"] == 50
+    assert result.counters["decoded_images"] == 50
+    assert result.counters["decode_cpu_seconds"] == pytest.approx(0.2)
     assert result.counters["decode_cpu_ms_per_image"] == pytest.approx(4.0)  # derived from the window's growth
 
 
@@ -128,3 +131,31 @@ def test_window_rate_of_nothing_measured_is_zero():
     assert stats.window_rate([]) == 0.0
     assert stats.window_rate([[1.0, 10, 1]]) == 0.0
     assert stats.summarize([[1.0, 10, 1]]) == (0.0, 0.0, [])
+
+
+# A 16-worker point as an H200 ran it: a start, warm-up and then 20 more steps at the GPU's own
+# pace (54 ms a batch of 256) on batches read before the window, then the loader's steady state:
+# rounds of four steps in 0.3 s (3,413 images/s), the first of each waiting for its input.
+BACKLOG = [5.0] + [0.054] * 34 + [0.054] * 20
+STEADY = [0.14, 0.054, 0.054, 0.052] * 12
+
+
+def test_stored_steps_show_where_the_loop_caught_up_with_the_loaders_backlog():
+    """The rule that re-derives points measured before loaders were drained (benchmarks/rewindow_store.py --drained)."""
+    intervals = BACKLOG + STEADY
+    # The first step that waited for its input is the window's first.
+    assert stats.window_start(intervals, 35, drain_s=4.0, round_steps=4) == 55
+    assert stats.window_start(intervals[:55], 35, drain_s=4.0, round_steps=4) is None  # undecided so far
+    assert stats.window_start(intervals[:34], 35, drain_s=4.0, round_steps=4) is None
+    assert stats.window_start(intervals, 35, drain_s=None, round_steps=4) == 35  # no loader: the warm-up alone
+    # A step of the warm-up's last round that waited: the backlog was gone already.
+    assert stats.window_start([5.0] + [0.054] * 32 + [0.3, 0.054] + STEADY, 35, drain_s=4.0, round_steps=4) == 35
+    # Two workers (an H200's 2-vCPU inference): rounds of a wait and a ready batch; the wait before
+    # the last warm-up step counts.
+    two = [1.591, 0.155, 0.020, 1.317, 0.024, 1.443, 0.011, 1.015, 0.026, 1.013, 0.016]
+    assert stats.window_start(two, 7, drain_s=3.0, round_steps=2) == 7
+    # A loop that never waits (bound by its own speed) opens after drain_s seconds of steps past the
+    # warm-up; a slow step of its own opens it as it is, that step inside the window.
+    assert stats.drained_warmup([5.0] + [0.054] * 100, 35, drain_s=1.0, round_steps=16) == 35 + 19  # 19 x 54 ms >= 1 s
+    assert stats.window_start([5.0] + [0.085] * 40 + [0.239] + [0.085] * 40, 11, drain_s=6.0, round_steps=4) == 41
+    assert stats.drained_warmup([5.0] + [0.054] * 30, 35, drain_s=1.0) == 31  # too few steps: all warm-up

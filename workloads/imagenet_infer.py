@@ -24,7 +24,8 @@ from workloads.protocol import Result, Spec, Workload, register
 def profiles(arch: str, gpu_size: int, gpu_resize: int, small_model: str, small_size: int, small_resize: int):
     common = {"input": "files", "split": "val", "workers": None, "prefetch_factor": 2, "read_threads": 4,
               "assemble_batches": True, "recycle_batches": True, "pin_workers": False, "in_order": True,
-              "warmup_steps": 3, "normalize": "device"}
+              "warmup_steps": 3, "normalize": "device",
+              "drain": True}  # the window opens once the batches read before it are taken (torch_common.drain_ready)
     return {
         "gpu": {
             **common,
@@ -128,10 +129,12 @@ class ImagenetInfer(Workload):
                 latencies_s.append(time.perf_counter() - t0)
             return float(x.shape[0])
 
-        meter = tc.new_meter(spec, cfg, warmup, device, round_steps=workers if source != "synthetic" else 1)
+        meter = tc.new_meter(spec, cfg, warmup, device, round_steps=workers if source != "synthetic" else 1,
+                             loader_fed=source != "synthetic")
         tc.watch_decoding(meter, dataset)
         with tc.closing_loader(loader):
-            tc.run_epochs(meter, batches, step, tc.StepClock(device), extra, pass_samples=len(samples))
+            tc.run_epochs(meter, batches, step, tc.StepClock(device), extra, pass_samples=len(samples),
+                          samples_of=tc.batch_samples)
             meter.finish(result, spec.vcpus)
         if cuda:
             torch.cuda.synchronize()

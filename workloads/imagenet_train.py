@@ -51,6 +51,7 @@ def profiles(
         "register_buffers": "auto",
         "in_order": False,  # batches taken as the workers finish them (torch_common.make_loader)
         "warmup_steps": 3,  # beyond the prefetch depth
+        "drain": True,  # the window opens once the batches read before it are taken (torch_common.drain_ready)
         "lr": lr,
         "momentum": 0.9,
         "weight_decay": 1e-4,
@@ -173,12 +174,14 @@ class ImagenetTrain(Workload):
             (first_losses if len(first_losses) < 5 else last_losses).append(loss.detach())
             return float(x.shape[0])
 
-        meter = tc.new_meter(spec, cfg, warmup, device, round_steps=workers if source != "synthetic" else 1)
+        meter = tc.new_meter(spec, cfg, warmup, device, round_steps=workers if source != "synthetic" else 1,
+                             loader_fed=source != "synthetic")
         if source != "synthetic":
             tc.watch_decoding(meter, dataset)
         try:
             with tc.closing_loader(loader):
-                tc.run_epochs(meter, batches, step, tc.StepClock(device), extra, pass_samples=extra.get("dataset_images"))
+                tc.run_epochs(meter, batches, step, tc.StepClock(device), extra, pass_samples=extra.get("dataset_images"),
+                              samples_of=tc.batch_samples)
                 meter.finish(result, spec.vcpus)  # while loader workers live: their counters count
         finally:
             if registered is not None:

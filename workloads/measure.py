@@ -315,8 +315,12 @@ class Meter:
     """Collects step times, keeps warm-up out, and decides when the measurement is long enough.
 
     Warm-up lasts `warmup_steps` steps; for a loader-fed workload the caller passes at least the
-    prefetch depth in batches, so the window starts once the prefetch queue has been drained and
-    refilled rather than while pre-read batches flatter the rate. After warm-up the meter wants at
+    prefetch depth in batches. The window opens when the last warm-up step completes: its counters
+    and its seconds start at the same moment. A meter made with `drain` opens it only when the loop
+    has taken the batches its loader made before and found the loader's queue empty
+    (`torch_common.drain_ready`, which calls `open_window`): a consumer faster than its loader
+    would otherwise spend the window's first seconds on that backlog at its own pace, and the
+    figure would take them in. After warm-up the meter wants at
     least `min_steps` steps and `min_seconds` seconds; then, if the spread of `n_windows` window
     rates exceeds the target, it keeps going (up to `time_budget_s`) and otherwise stops.
 
@@ -344,8 +348,10 @@ class Meter:
         spread_target: float = 0.05,
         gpu: bool = True,
         round_steps: int = 1,
+        drain: bool = False,
     ):
         self.warmup_steps = max(0, int(warmup_steps))
+        self.drain = bool(drain)
         self.time_budget_s = float(time_budget_s)
         self.round_steps = max(1, int(round_steps))
         self.min_steps = max(int(min_steps), n_windows * self.round_steps)
@@ -368,10 +374,11 @@ class Meter:
         self._gpu = GpuSampler() if gpu else None
         self._tracked: list[tuple[Callable[[], dict[str, float]], Callable[[dict], None] | None]] = []
         self._tracked_before: list[dict[str, float]] = []
+        self._drained: dict[str, float] = {}
 
     @property
     def measuring(self) -> bool:
-        return len(self.steps) >= self.warmup_steps
+        return self._t_measure is not None
 
     def track(self, read: Callable[[], dict[str, float]], derive: Callable[[dict], None] | None = None) -> None:
         """Counters of the workload's own, cumulative (`read` returns them by name): read when the
@@ -383,22 +390,41 @@ class Meter:
         """Start a named phase (e.g. 'cold' for the first pass over the data, 'warm' after)."""
         self.phases.setdefault(name, len(self.steps))
 
+    @property
+    def needs_drain(self) -> bool:
+        """Warm-up is done and the window waits for the loop to drain its loader (see the class)."""
+        return self.drain and self._t_measure is None and len(self.steps) >= self.warmup_steps
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters a window starting now would start from."""
+        snap = {"before": tree_counters(), "steal": steal_seconds(), "tracked": [read() for read, _ in self._tracked]}
+        return {**snap, "t": time.perf_counter(), "age": process_age_s()}
+
+    def open_window(self, snap: dict[str, Any], ago_s: float = 0.0) -> None:
+        """The measured window starts at `snap` (from `snapshot`), less `ago_s` seconds (a step it holds already)."""
+        self.timeline["window_start"] = snap["age"] - ago_s
+        self._t_measure = snap["t"] - ago_s
+        self._before, self._steal_before, self._tracked_before = snap["before"], snap["steal"], snap["tracked"]
+        if self._gpu is not None:
+            self._gpu.start()
+
+    def drained(self, batches: int, samples: float, seconds: float) -> None:
+        """What draining the loader took before the window (reported with the counters)."""
+        self._drained = {"drained_batches": batches, "drained_samples": samples, "drain_seconds": seconds}
+
     def step(self, seconds: float, samples: float) -> None:
-        warm = not self.measuring
         if not self.steps:
             self.timeline["first_step_done"] = process_age_s()
-        if not warm and self._t_measure is None:
-            self.timeline["window_start"] = process_age_s() - seconds
-            self._t_measure = time.perf_counter() - seconds
-            self._before = tree_counters()
-            self._steal_before = steal_seconds()
-            self._tracked_before = [read() for read, _ in self._tracked]
-            if self._gpu is not None:
-                self._gpu.start()
-        self.steps.append([float(seconds), float(samples), 1.0 if warm else 0.0])
-        if not warm:
-            self._measured_steps += 1
-            self._measured_s += seconds
+        if self._t_measure is None and self.warmup_steps == 0 and not self.drain:
+            self.open_window(self.snapshot(), ago_s=seconds)  # no warm-up: the first step is measured whole
+        if self._t_measure is None:
+            self.steps.append([float(seconds), float(samples), 1.0])
+            if len(self.steps) >= self.warmup_steps and not self.drain:
+                self.open_window(self.snapshot())
+            return
+        self.steps.append([float(seconds), float(samples), 0.0])
+        self._measured_steps += 1
+        self._measured_s += seconds
 
     def elapsed(self) -> float:
         return time.perf_counter() - self._t_start
@@ -452,6 +478,7 @@ class Meter:
                 "measured_seconds": wall,
                 "measured_samples": sum(s[1] for s in self.steps if not s[2]),
                 "warmup_steps": int(sum(1 for s in self.steps if s[2])),
+                **self._drained,
                 "cpu_seconds": cpu,
                 "cpu_util_per_vcpu": (cpu / wall / max(1, vcpus)) if wall > 0 else 0.0,
                 "read_bytes": after["read_bytes"] - self._before.get("read_bytes", 0.0),

@@ -35,6 +35,65 @@ def relative_spread(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / m if m > 0 else math.inf
 
 
+# The consumer's own pace is the median step of its warm-up (after the first, which holds the
+# start); a round of the loader's steps this much slower than that pace waited for its input, and a
+# step this many times the pace is where the waiting began.
+ROUND_SLOWER = 1.2
+WAITED = 1.5
+
+
+def window_start(intervals: Sequence[float], warmup_steps: int, drain_s: float | None,
+                 round_steps: int = 1) -> int | None:
+    """Index of the first measured step, given the step intervals so far; None while undecided.
+
+    For steps stored by meters from before loaders were drained (torch_common.drain_ready), whose
+    windows opened right after `warmup_steps` steps: where the window would have opened once the
+    consumer caught up with the batches its loader read before (benchmarks/rewindow_store.py
+    --drained). The workers fill their prefetch queue while the model is built, and a consumer
+    faster than they are spends its first seconds on that backlog at its own pace: seen on an H200,
+    42 steps of 16-vCPU training at the GPU's 4,700 images/s, then 3,335, with a window that read
+    3,998 over both. `drain_s` unset: right after the warm-up. Caught up: a round of
+    `round_steps` steps (the loader's workers, who hand over a batch each per round) took
+    ROUND_SLOWER times as long as at the consumer's own pace. The window then opens with that
+    round's first step longer than WAITED x the pace (steady state began as the backlog's last batch
+    left), right after the warm-up where its last round was slow already, and after `drain_s`
+    seconds of steps past the warm-up where no round is: a job bound by its own speed never waits,
+    and its rate is its own with or without a backlog. Timing jitter at the consumer's pace (a late
+    completion, then an early one) evens out over a round; a single step would read it as a wait.
+    """
+    n = len(intervals)
+    if n < warmup_steps:
+        return None
+    base = intervals[1:warmup_steps] if warmup_steps > 1 else intervals[:1]
+    if not drain_s or not base:
+        return warmup_steps
+    size = max(1, int(round_steps))
+    pace = median(base)
+
+    def slow_round(last: int) -> bool:
+        first = max(1, last - size + 1)
+        return sum(intervals[first:last + 1]) > ROUND_SLOWER * pace * (last + 1 - first)
+
+    if slow_round(warmup_steps - 1):
+        return warmup_steps
+    spent = 0.0
+    for k in range(warmup_steps, n):
+        spent += intervals[k]
+        if slow_round(k):
+            first = max(warmup_steps, k - size + 1)
+            return next((j for j in range(first, k + 1) if intervals[j] > WAITED * pace), first)
+        if spent >= drain_s:
+            return k + 1
+    return None
+
+
+def drained_warmup(intervals: Sequence[float], warmup_steps: int, drain_s: float | None,
+                   round_steps: int = 1) -> int:
+    """How many leading steps `window_start` keeps out of the window (all of them where it never opens)."""
+    start = window_start(intervals, warmup_steps, drain_s, round_steps)
+    return len(intervals) if start is None else start
+
+
 def _rounds(steps: Sequence[Sequence[float]], round_steps: int) -> list[tuple[float, float]]:
     """(seconds, samples) of each whole round of `round_steps` measured (non-warm-up) steps.
 

@@ -708,6 +708,11 @@ def loader_workers(cfg: dict[str, Any], vcpus: int) -> int:
     return max(1, int(vcpus)) if workers in (None, "") else max(0, int(workers))
 
 
+def batch_samples(batch: Any) -> float:
+    """Samples in a loader's batch: its labels, which come last ((images, labels), (data, lengths, labels))."""
+    return float(len(batch[-1]))
+
+
 def warmup_batches(cfg: dict[str, Any], workers: int) -> int:
     """Prefetch depth in batches plus a few steps: the window starts after the pre-read batches
     are spent and the queue has been refilled at the pipeline's own rate."""
@@ -794,12 +799,13 @@ class StepClock:
         self._pending: tuple[Any, float] | None = None
         self._last = 0.0
 
-    def start(self) -> None:
+    def start(self, at: float | None = None) -> None:
+        """Steps count from now, or from `at` (a perf_counter reading) with nothing queued since."""
         if self.cuda:
             import torch
 
             torch.cuda.synchronize()
-        self._last = time.perf_counter()
+        self._last = time.perf_counter() if at is None else at
 
     def _lap(self) -> float:
         now = time.perf_counter()
@@ -830,6 +836,46 @@ class StepClock:
         return [(self._lap(), n)]
 
 
+# A fetch from the loader that took longer than this, and than 4 times the quickest fetch of ready
+# batches before it, waited for a batch to be made: the loader's queue was empty.
+DRAIN_WAIT_S = 0.005
+
+
+def drain_ready(batches: Iterator, meter: Meter, clock: StepClock, samples_of: Callable[[Any], float]) -> tuple[Any, float]:
+    """Take the batches the loader made before the window and drop them, until a fetch has to wait
+    for one to be made; the window opens as that fetch begins, and its batch is the window's first.
+
+    Loader workers fill their prefetch queue while the model is built and the first steps run
+    (cuDNN's autotuning), so a consumer faster than they are would spend the window's first
+    seconds on that backlog at its own pace: seen on an H200, 42 steps of 16-vCPU training at the
+    GPU's 4,700 images/s before the loader's 3,335 showed, in a window that read 3,998 over both;
+    near the GPU's speed the backlog outlasted whole windows. Taken without a step, the backlog is
+    gone in milliseconds, and the window starts with the workers busy and nothing made ahead: what
+    it measures is what the loader makes, or what the consumer takes where that is less. Returns
+    the window's first batch and the samples dropped (a pass over the data counts them).
+    """
+    for dt, k in clock.flush():  # the warm-up's last step, complete: the GPU is idle from here
+        meter.step(dt, k)
+    t_start = time.perf_counter()
+    limit = 4 * meter.warmup_steps + 8  # far more than the prefetch queue holds (warm-up spans its depth)
+    dropped, dropped_samples, quickest = 0, 0.0, math.inf
+    while True:
+        snap = meter.snapshot()
+        t0 = time.perf_counter()
+        batch = next(batches)
+        took = time.perf_counter() - t0
+        if dropped and (took > max(DRAIN_WAIT_S, 4 * quickest) or dropped >= limit):
+            break
+        quickest = min(quickest, took)
+        dropped += 1
+        dropped_samples += samples_of(batch)
+        del batch  # its shared-memory buffer goes back to its worker
+    meter.open_window(snap)
+    clock.start(at=snap["t"])
+    meter.drained(dropped, dropped_samples, snap["t"] - t_start)
+    return batch, dropped_samples
+
+
 def run_epochs(
     meter: Meter,
     loader: Iterable,
@@ -838,14 +884,19 @@ def run_epochs(
     extra: dict[str, Any],
     pass_samples: float | None = None,
     max_passes: int = 1000,
+    samples_of: Callable[[Any], float] | None = None,
 ) -> int:
     """Run `step(batch) -> samples` over the loader until the meter is done.
 
     A pass over the data is `pass_samples` samples when given (an endless loader), else one run
     through the loader, which then starts again. Marks phase `cold` for the first pass and `warm`
     for later ones, and records what the complete first pass read from storage
-    (`cold_read_bytes`, `cold_samples`) and how many passes ran (`epochs`). Returns the steps run.
+    (`cold_read_bytes`, `cold_samples`) and how many passes ran (`epochs`). A meter that drains its
+    loader (`Meter.drain`) has it drained after warm-up (`drain_ready`; `samples_of(batch)` counts
+    a dropped batch's samples). Returns the steps run.
     """
+    if meter.drain and samples_of is None:
+        raise ValueError("a meter that drains its loader needs samples_of")
     read_before = tree_counters()["read_bytes"]
     state = {"samples": 0.0, "passes": 0}
 
@@ -856,6 +907,10 @@ def run_epochs(
             extra["cold_samples"] = state["samples"]
             meter.mark_phase("warm")
 
+    def passes_done() -> None:
+        while pass_samples and state["samples"] >= pass_samples * (state["passes"] + 1):
+            pass_done()
+
     steps = 0
     batches_this_run = 0
     clock.start()
@@ -863,18 +918,32 @@ def run_epochs(
     for _ in range(max_passes):
         batches_this_run = 0
         stopped = False
-        for batch in loader:
+        iterator = iter(loader)
+        ready: list[Any] = []  # a batch taken from the loader before its step (the drain's last)
+        while True:
+            try:
+                batch = ready.pop() if ready else next(iterator)
+            except StopIteration:
+                break
             n = step(batch)
+            del batch
             state["samples"] += n
             steps += 1
             batches_this_run += 1
             for dt, k in clock.tick(n):
                 meter.step(dt, k)
-            if pass_samples and state["samples"] >= pass_samples * (state["passes"] + 1):
-                pass_done()
+            passes_done()
             if meter.done():
                 stopped = True
                 break
+            if meter.needs_drain:
+                try:
+                    first, dropped = drain_ready(iterator, meter, clock, samples_of)  # type: ignore[arg-type]
+                except StopIteration:
+                    break
+                ready.append(first)
+                state["samples"] += dropped
+                passes_done()
         if stopped or pass_samples or batches_this_run == 0:
             break
         pass_done()  # a finite loader ran out: one pass; go again
@@ -903,7 +972,11 @@ def synthetic_batches(make: Callable[[], Any]):
     return _Endless()
 
 
-def new_meter(spec: Any, cfg: dict[str, Any], warmup: int, device: str, round_steps: int = 1) -> Meter:
+def new_meter(spec: Any, cfg: dict[str, Any], warmup: int, device: str, round_steps: int = 1,
+              loader_fed: bool = False) -> Meter:
+    """A meter for a timed loop. `loader_fed`: batches come from loader workers that read ahead, so
+    the window opens once the loop has drained the batches they made before it (`drain_ready`;
+    config `drain: false` turns that off)."""
     return Meter(
         round_steps=round_steps,
         warmup_steps=warmup,
@@ -912,6 +985,7 @@ def new_meter(spec: Any, cfg: dict[str, Any], warmup: int, device: str, round_st
         min_seconds=cfg.get("min_seconds"),
         spread_target=spec.spread_target,
         gpu=is_cuda(device),
+        drain=loader_fed and cfg.get("drain", True) is not False,
     )
 
 

@@ -1,0 +1,90 @@
+"""The window of a loader-fed point opens once the batches its loader made before are taken
+(torch_common.drain_ready): a consumer faster than its loader no longer spends the window's first
+seconds on that backlog."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from workloads import torch_common as tc
+from workloads.measure import Meter
+from workloads.protocol import Result
+
+
+def _result():
+    return Result(workload="w", framework="f", unit="samples/s", profile="cpu-small")
+
+
+def test_drain_drops_the_ready_batches_and_opens_the_window_as_a_fetch_waits():
+    made = {"n": 0}
+
+    def loader():  # 6 batches ready at once, then one every 30 ms
+        while True:
+            if made["n"] >= 8:
+                time.sleep(0.03)
+            made["n"] += 1
+            yield ([0] * 4, [1] * 4)
+
+    meter = Meter(warmup_steps=2, time_budget_s=0.6, min_steps=5, min_seconds=0.3, n_windows=5, gpu=False, drain=True)
+    count = {"taken": 0.0}
+    meter.track(lambda: dict(count))
+
+    def step(batch):
+        count["taken"] += 4
+        time.sleep(0.005)
+        return 4.0
+
+    tc.run_epochs(meter, loader(), step, tc.StepClock("cpu"), {}, samples_of=tc.batch_samples)
+    result = meter.finish(_result(), 1)
+    assert result.counters["drained_batches"] == 6  # the third to the eighth: made before the window
+    assert result.counters["drained_samples"] == 24
+    # Every measured step waited about 30 ms for its batch: the rate is the loader's, about 4 / 0.03.
+    assert 100 < result.throughput < 140
+    assert result.counters["taken"] == result.counters["measured_samples"]  # counters start with the window
+    with pytest.raises(ValueError, match="samples_of"):
+        tc.run_epochs(Meter(warmup_steps=1, time_budget_s=1, drain=True, gpu=False), loader(), step,
+                      tc.StepClock("cpu"), {})
+
+
+class _SlowItems:
+    """Items that take 20 ms each to make: two workers make 100 a second in batches of 4."""
+
+    def __len__(self):
+        return 1_000_000
+
+    def __getitem__(self, i):
+        time.sleep(0.02)
+        return float(i), 1
+
+
+def _measured_rate(drain: bool) -> Result:
+    import torch
+
+    loader = torch.utils.data.DataLoader(_SlowItems(), batch_size=4, num_workers=2, prefetch_factor=8)
+    meter = Meter(warmup_steps=19, time_budget_s=4.5, min_steps=10, min_seconds=2.0, round_steps=2, gpu=False,
+                  drain=drain)
+    first = [True]
+
+    def step(batch):
+        # The first step is slow (as cuDNN's autotuning is): the workers fill their queue meanwhile.
+        # Later ones take 32 ms a batch: 125 samples/s, faster than the loader's 100.
+        time.sleep(1.5 if first[0] else 0.032)
+        first[0] = False
+        return 4.0
+
+    it = iter(loader)
+    try:
+        tc.run_epochs(meter, it, step, tc.StepClock("cpu"), {}, samples_of=tc.batch_samples)
+        return meter.finish(_result(), 2)
+    finally:
+        it._shutdown_workers()
+
+
+def test_a_real_loader_faster_to_start_than_to_run_is_measured_at_its_own_rate():
+    drained, as_before = _measured_rate(True), _measured_rate(False)
+    assert drained.counters["drained_batches"] >= 4
+    assert 80 < drained.throughput < 112  # the loader's 100 samples/s
+    assert as_before.throughput > 1.1 * drained.throughput  # the backlog taken at the consumer's pace
+    assert "drained_batches" not in as_before.counters
