@@ -88,7 +88,9 @@ def test_build_plan_adds_one_ceiling_point_per_image_workload_that_takes_synthet
     assert ceiling[0].config == {"input": "synthetic"} and ceiling[0].shape == InstanceShape(2, 4, "local-nvme")
     assert ceiling[0].key == "resnet50-train/cpu-small/2vcpu-4gib-local-nvme/input=synthetic"
     assert plan[0].ceiling  # the ceiling comes first: a sweep cut short still has it
-    assert [p.shape.vcpus for p in plan[1:3]] == [1, 2]  # vCPUs ascending within a disk class
+    # Then the entry's grid, every shape once (shuffled: shapes.pass_order).
+    assert sorted((p.shape.vcpus, p.shape.disk_class) for p in plan[1:5]) == [
+        (1, "local-nvme"), (1, "standard"), (2, "local-nvme"), (2, "standard")]
 
 
 @pytest.mark.parametrize("threads", [1, 3])

@@ -33,6 +33,11 @@ def test_every_pass_measures_every_shape_in_another_order():
     by_pass = {n: [p.shape for p in rest if p.pass_no == n] for n in (1, 2, 3)}
     assert [n for n in (p.pass_no for p in rest)] == sorted(p.pass_no for p in rest)  # pass after pass
     assert by_pass[2] == list(reversed(by_pass[1]))
+    # Not in grid order (disk, RAM, vCPUs): no disk class gets a stretch of the sweep to itself.
+    in_grid_order = sorted(by_pass[1], key=lambda s: (["local-nvme", "standard"].index(s.disk_class), s.ram_gib, s.vcpus))
+    assert sorted(by_pass[1], key=str) == sorted(in_grid_order, key=str) and by_pass[1] != in_grid_order
+    first_half = {s.disk_class for s in by_pass[1][:6]}
+    assert first_half == {"local-nvme", "standard"}
     assert sorted(by_pass[3], key=str) == sorted(by_pass[1], key=str) and by_pass[3] not in (by_pass[1], by_pass[2])
     assert [p.key for p in _plan(3)] == [p.key for p in plan]  # the same order again: a resume finds its points
     keys = [p.key for p in plan]

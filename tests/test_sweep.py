@@ -96,9 +96,10 @@ def test_dry_run_lists_points_and_estimates_time_without_measuring(cli, tmp_path
     )
     assert code == 0, err
     data = json.loads(out)
-    assert [p["key"] for p in data["points"]][:2] == [
-        "cpu-spin/cpu-small/1vcpu-0.25gib-local-nvme", "cpu-spin/cpu-small/2vcpu-0.25gib-local-nvme",
-    ]
+    assert sorted(p["key"] for p in data["points"])[:4] == [  # workload by workload, each grid shuffled
+        "cpu-spin/cpu-small/1vcpu-0.25gib-local-nvme", "cpu-spin/cpu-small/1vcpu-0.25gib-standard",
+        "cpu-spin/cpu-small/2vcpu-0.25gib-local-nvme", "cpu-spin/cpu-small/2vcpu-0.25gib-standard",
+    ] == sorted(p["key"] for p in data["points"][:4])
     assert len(data["points"]) == 8
     # Each point costs at least its budget; the whole at least the sum of its points.
     assert all(p["estimated_s"] >= 2 for p in data["points"])

@@ -180,7 +180,7 @@ def sweep(
     max_time: Annotated[Optional[str], typer.Option("--max-time", help="Start no point that would end later than this after the start (e.g. 9m, 540s): a slice of a longer sweep, continued with --resume.")] = None,
     cpu_quota: CpuQuota = False,
     repeat_noisy: Annotated[Optional[float], typer.Option("--repeat-noisy", help="Measure a point once more when its windows spread by more than this (0.2 = 20%); the steadier measurement is kept, the other stored with it.")] = None,
-    passes: Annotated[int, typer.Option("--passes", help="Measure every shape this many times, each pass in another order (the second reversed, later ones shuffled); the model and the report take each shape's median. For hosts whose speed drifts over minutes (shared VMs).")] = 1,
+    passes: Annotated[int, typer.Option("--passes", help="Measure every shape this many times, each pass in another order (the first shuffled, the second its reverse, later ones shuffled anew); the model and the report take each shape's median. For hosts whose speed drifts over minutes (shared VMs).")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Measure workloads x instance shapes under real limits, point by point, and write the report.
