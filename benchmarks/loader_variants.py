@@ -112,7 +112,7 @@ def run_point(variant: str, vcpus: int, args: argparse.Namespace) -> dict:
 
 BREAKDOWN = ("cpu_ms_per_sample", "loader_cpu_ms_per_sample", "decode_cpu_ms_per_image", "main_thread_cores",
              "main_other_threads_cores", "loader_cpu_cores", "cpu_system_share", "involuntary_switches_per_s",
-             "minor_faults_per_sample")
+             "minor_faults_per_sample", "drained_batches")  # the last: batches made before the window, dropped
 
 
 def bracket_calibration(rows: list[dict], index: int, key: str = "figure") -> float | None:
