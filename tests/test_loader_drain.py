@@ -49,30 +49,34 @@ def test_drain_drops_the_ready_batches_and_opens_the_window_as_a_fetch_waits():
 
 
 class _SlowItems:
-    """Items that take 20 ms each to make: two workers make 100 a second in batches of 4."""
+    """Items that take `seconds` each to make."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
 
     def __len__(self):
         return 1_000_000
 
     def __getitem__(self, i):
-        time.sleep(0.02)
+        time.sleep(self.seconds)
         return float(i), 1
 
 
-def _measured_rate(drain: bool) -> Result:
+def _measured_rate(drain: bool, item_s: float = 0.02, batch: int = 4, workers: int = 2, step_s: float = 0.032,
+                   prefetch: int = 8) -> Result:
     import torch
 
-    loader = torch.utils.data.DataLoader(_SlowItems(), batch_size=4, num_workers=2, prefetch_factor=8)
-    meter = Meter(warmup_steps=19, time_budget_s=4.5, min_steps=10, min_seconds=2.0, round_steps=2, gpu=False,
-                  drain=drain)
+    loader = torch.utils.data.DataLoader(_SlowItems(item_s), batch_size=batch, num_workers=workers,
+                                         prefetch_factor=prefetch)
+    meter = Meter(warmup_steps=workers * prefetch + 3, time_budget_s=4.5, min_steps=10, min_seconds=2.0,
+                  round_steps=workers, gpu=False, drain=drain)
     first = [True]
 
-    def step(batch):
+    def step(batch_):
         # The first step is slow (as cuDNN's autotuning is): the workers fill their queue meanwhile.
-        # Later ones take 32 ms a batch: 125 samples/s, faster than the loader's 100.
-        time.sleep(1.5 if first[0] else 0.032)
+        time.sleep(1.5 if first[0] else step_s)
         first[0] = False
-        return 4.0
+        return float(batch)
 
     it = iter(loader)
     try:
@@ -83,8 +87,21 @@ def _measured_rate(drain: bool) -> Result:
 
 
 def test_a_real_loader_faster_to_start_than_to_run_is_measured_at_its_own_rate():
+    # Two workers make 100 samples/s (20 ms an item, batches of 4); the consumer could take 125.
     drained, as_before = _measured_rate(True), _measured_rate(False)
     assert drained.counters["drained_batches"] >= 4
     assert 80 < drained.throughput < 112  # the loader's 100 samples/s
     assert as_before.throughput > 1.1 * drained.throughput  # the backlog taken at the consumer's pace
     assert "drained_batches" not in as_before.counters
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")  # four sleeping workers on two CPUs
+def test_a_consumer_slower_than_its_loader_is_measured_at_its_own_rate_drained_or_not():
+    # Four workers make 160 samples/s (25 ms an item, batches of 8); the consumer takes 100 (80 ms a
+    # batch). Drained, the workers all start a batch at once and the consumer waits 200 ms for the
+    # first: the round of steps before the window keeps that out.
+    drained = _measured_rate(True, item_s=0.025, batch=8, workers=4, step_s=0.08, prefetch=2)
+    as_before = _measured_rate(False, item_s=0.025, batch=8, workers=4, step_s=0.08, prefetch=2)
+    assert drained.counters["drained_batches"] >= 4
+    assert drained.throughput == pytest.approx(100, rel=0.05)
+    assert drained.throughput == pytest.approx(as_before.throughput, rel=0.05)

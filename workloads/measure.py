@@ -318,9 +318,9 @@ class Meter:
     prefetch depth in batches. The window opens when the last warm-up step completes: its counters
     and its seconds start at the same moment. A meter made with `drain` opens it only when the loop
     has taken the batches its loader made before and found the loader's queue empty
-    (`torch_common.drain_ready`, which calls `open_window`): a consumer faster than its loader
-    would otherwise spend the window's first seconds on that backlog at its own pace, and the
-    figure would take them in. After warm-up the meter wants at
+    (`torch_common.drain_ready`, which calls `drained`), and one round of `round_steps` steps more
+    has run: a consumer faster than its loader would otherwise spend the window's first seconds on
+    that backlog at its own pace, and the figure would take them in. After warm-up the meter wants at
     least `min_steps` steps and `min_seconds` seconds; then, if the spread of `n_windows` window
     rates exceeds the target, it keeps going (up to `time_budget_s`) and otherwise stops.
 
@@ -375,6 +375,7 @@ class Meter:
         self._tracked: list[tuple[Callable[[], dict[str, float]], Callable[[dict], None] | None]] = []
         self._tracked_before: list[dict[str, float]] = []
         self._drained: dict[str, float] = {}
+        self._open_at = 1 << 62  # steps after which a draining meter opens its window (set by `drained`)
 
     @property
     def measuring(self) -> bool:
@@ -393,15 +394,15 @@ class Meter:
     @property
     def needs_drain(self) -> bool:
         """Warm-up is done and the window waits for the loop to drain its loader (see the class)."""
-        return self.drain and self._t_measure is None and len(self.steps) >= self.warmup_steps
+        return self.drain and not self._drained and self._t_measure is None and len(self.steps) >= self.warmup_steps
 
-    def snapshot(self) -> dict[str, Any]:
+    def _snapshot(self) -> dict[str, Any]:
         """The counters a window starting now would start from."""
         snap = {"before": tree_counters(), "steal": steal_seconds(), "tracked": [read() for read, _ in self._tracked]}
         return {**snap, "t": time.perf_counter(), "age": process_age_s()}
 
-    def open_window(self, snap: dict[str, Any], ago_s: float = 0.0) -> None:
-        """The measured window starts at `snap` (from `snapshot`), less `ago_s` seconds (a step it holds already)."""
+    def _open_window(self, snap: dict[str, Any], ago_s: float = 0.0) -> None:
+        """The measured window starts at `snap` (from `_snapshot`), less `ago_s` seconds (a step it holds already)."""
         self.timeline["window_start"] = snap["age"] - ago_s
         self._t_measure = snap["t"] - ago_s
         self._before, self._steal_before, self._tracked_before = snap["before"], snap["steal"], snap["tracked"]
@@ -409,18 +410,20 @@ class Meter:
             self._gpu.start()
 
     def drained(self, batches: int, samples: float, seconds: float) -> None:
-        """What draining the loader took before the window (reported with the counters)."""
+        """The loader is drained (what it took is reported with the counters): the window opens
+        after one more round of steps."""
         self._drained = {"drained_batches": batches, "drained_samples": samples, "drain_seconds": seconds}
+        self._open_at = len(self.steps) + self.round_steps
 
     def step(self, seconds: float, samples: float) -> None:
         if not self.steps:
             self.timeline["first_step_done"] = process_age_s()
         if self._t_measure is None and self.warmup_steps == 0 and not self.drain:
-            self.open_window(self.snapshot(), ago_s=seconds)  # no warm-up: the first step is measured whole
+            self._open_window(self._snapshot(), ago_s=seconds)  # no warm-up: the first step is measured whole
         if self._t_measure is None:
             self.steps.append([float(seconds), float(samples), 1.0])
-            if len(self.steps) >= self.warmup_steps and not self.drain:
-                self.open_window(self.snapshot())
+            if len(self.steps) >= (self._open_at if self.drain else self.warmup_steps):
+                self._open_window(self._snapshot())
             return
         self.steps.append([float(seconds), float(samples), 0.0])
         self._measured_steps += 1

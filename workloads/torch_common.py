@@ -799,13 +799,12 @@ class StepClock:
         self._pending: tuple[Any, float] | None = None
         self._last = 0.0
 
-    def start(self, at: float | None = None) -> None:
-        """Steps count from now, or from `at` (a perf_counter reading) with nothing queued since."""
+    def start(self) -> None:
         if self.cuda:
             import torch
 
             torch.cuda.synchronize()
-        self._last = time.perf_counter() if at is None else at
+        self._last = time.perf_counter()
 
     def _lap(self) -> float:
         now = time.perf_counter()
@@ -843,16 +842,17 @@ DRAIN_WAIT_S = 0.005
 
 def drain_ready(batches: Iterator, meter: Meter, clock: StepClock, samples_of: Callable[[Any], float]) -> tuple[Any, float]:
     """Take the batches the loader made before the window and drop them, until a fetch has to wait
-    for one to be made; the window opens as that fetch begins, and its batch is the window's first.
+    for one to be made; the window opens one round of steps later (`Meter.drained`).
 
     Loader workers fill their prefetch queue while the model is built and the first steps run
     (cuDNN's autotuning), so a consumer faster than they are would spend the window's first
     seconds on that backlog at its own pace: seen on an H200, 42 steps of 16-vCPU training at the
     GPU's 4,700 images/s before the loader's 3,335 showed, in a window that read 3,998 over both;
     near the GPU's speed the backlog outlasted whole windows. Taken without a step, the backlog is
-    gone in milliseconds, and the window starts with the workers busy and nothing made ahead: what
-    it measures is what the loader makes, or what the consumer takes where that is less. Returns
-    the window's first batch and the samples dropped (a pass over the data counts them).
+    gone in milliseconds. The round of steps after it keeps out what the drain itself does to a
+    loader faster than its consumer: its workers, idle behind a full queue, all start a batch at
+    once and the consumer waits a whole batch's making for the first. Returns the batch the last
+    fetch waited for (the next step's) and the samples dropped (a pass over the data counts them).
     """
     for dt, k in clock.flush():  # the warm-up's last step, complete: the GPU is idle from here
         meter.step(dt, k)
@@ -860,7 +860,6 @@ def drain_ready(batches: Iterator, meter: Meter, clock: StepClock, samples_of: C
     limit = 4 * meter.warmup_steps + 8  # far more than the prefetch queue holds (warm-up spans its depth)
     dropped, dropped_samples, quickest = 0, 0.0, math.inf
     while True:
-        snap = meter.snapshot()
         t0 = time.perf_counter()
         batch = next(batches)
         took = time.perf_counter() - t0
@@ -870,9 +869,8 @@ def drain_ready(batches: Iterator, meter: Meter, clock: StepClock, samples_of: C
         dropped += 1
         dropped_samples += samples_of(batch)
         del batch  # its shared-memory buffer goes back to its worker
-    meter.open_window(snap)
-    clock.start(at=snap["t"])
-    meter.drained(dropped, dropped_samples, snap["t"] - t_start)
+    clock.start()
+    meter.drained(dropped, dropped_samples, time.perf_counter() - t_start)
     return batch, dropped_samples
 
 
