@@ -262,10 +262,10 @@ def main(argv: list[str] | None = None) -> int:
                         save(args.out, rows, vcpus)
                     print(f"  {v:>3} vCPU {name:<13} {row.get('status'):<6} {fmt(row.get('figure')):>8}  "
                           f"{row.get('enforced') or row.get('error', '')}", flush=True)
+    if args.out and args.from_file:  # measured rows went to --out point by point above
+        save(args.out, rows, vcpus)
     table = summarize(rows, vcpus)
     pairs = bracketed_pairs(rows)
-    if args.out and not args.from_file:
-        save(args.out, rows, vcpus)
     print(f"{'vCPUs':>5} {'calib/vCPU':>10} {'default':>8} {'/(v*cal)':>8} {'calib fl':>8} {'worker':>8} "
           f"{'/(v*cal)':>8} {'wrk/def':>7} {'quota':>8} {'quo/def':>7} {'serial':>8} {'/(v*cal)':>8} {'def/ser':>7}")
     for t in table:

@@ -714,8 +714,8 @@ def batch_samples(batch: Any) -> float:
 
 
 def warmup_batches(cfg: dict[str, Any], workers: int) -> int:
-    """Prefetch depth in batches plus a few steps: the window starts after the pre-read batches
-    are spent and the queue has been refilled at the pipeline's own rate."""
+    """Prefetch depth in batches plus a few steps: warm-up outlasts the prefetch queue (what the
+    loader made before the window is then dropped: `drain_ready`)."""
     return max(1, workers) * int(cfg.get("prefetch_factor", 2)) + int(cfg.get("warmup_steps", 3))
 
 
@@ -917,14 +917,12 @@ def run_epochs(
         batches_this_run = 0
         stopped = False
         iterator = iter(loader)
-        ready: list[Any] = []  # a batch taken from the loader before its step (the drain's last)
         while True:
             try:
-                batch = ready.pop() if ready else next(iterator)
+                batch = next(iterator)
             except StopIteration:
                 break
             n = step(batch)
-            del batch
             state["samples"] += n
             steps += 1
             batches_this_run += 1
@@ -939,7 +937,7 @@ def run_epochs(
                     first, dropped = drain_ready(iterator, meter, clock, samples_of)  # type: ignore[arg-type]
                 except StopIteration:
                     break
-                ready.append(first)
+                iterator = itertools.chain([first], iterator)  # the batch the drain waited for comes next
                 state["samples"] += dropped
                 passes_done()
         if stopped or pass_samples or batches_this_run == 0:
@@ -983,7 +981,7 @@ def new_meter(spec: Any, cfg: dict[str, Any], warmup: int, device: str, round_st
         min_seconds=cfg.get("min_seconds"),
         spread_target=spec.spread_target,
         gpu=is_cuda(device),
-        drain=loader_fed and cfg.get("drain", True) is not False,
+        drain=loader_fed and bool(cfg.get("drain", True)),
     )
 
 
