@@ -20,6 +20,8 @@ shared host falls on every variant alike):
 - `in-order`: the default with batches taken in the order they were asked for (`in_order=true`), as
   the stock DataLoader does, instead of as the workers finish them;
 - `pin-thread-in-order`: both of those: the default before either change;
+- `no-drain`: the default with the window opening right after warm-up (`drain=false`), on whatever
+  batches the loader made before it, as windows did before the loader's backlog was dropped;
 - `registered`, `unordered`, `registered-unordered`: those settings named outright (on a GPU each
   is the default now; runs from before they were kept their names);
 - the calibration (`cpu-calibrate` with every vCPU of the shape decoding at once) for both per-image
@@ -67,12 +69,13 @@ VARIANTS = {
     "pin-thread": ("resnet50-train", ["register_buffers=false"], False),
     "in-order": ("resnet50-train", ["in_order=true"], False),
     "pin-thread-in-order": ("resnet50-train", ["register_buffers=false", "in_order=true"], False),
+    "no-drain": ("resnet50-train", ["drain=false"], False),
     "calib": ("cpu-calibrate", [], False),
     "calib-worker": ("cpu-calibrate", ["normalize=worker"], False),
 }
 
 OTHERS = ("per-image", "pinned", "fresh-blocks", "registered", "unordered", "registered-unordered", "pin-thread",
-          "in-order", "pin-thread-in-order")  # compared with the default and the calibration
+          "in-order", "pin-thread-in-order", "no-drain")  # compared with the default and the calibration
 
 
 def sizer_cmd() -> list[str]:
@@ -107,12 +110,15 @@ def run_point(variant: str, vcpus: int, args: argparse.Namespace) -> dict:
             "spread": data["spread"], "bottleneck": data["bottleneck"], "wall_s": data["wall_s"],
             "cpu_util_per_vcpu": data["counters"].get("cpu_util_per_vcpu"),
             "gpu_util_mean_pct": data["counters"].get("gpu_util_mean_pct"), "enforced": data["enforced"].get("cpus"),
-            **{k: data["counters"].get(k) for k in BREAKDOWN}}
+            **{k: data["counters"].get(k) for k in BREAKDOWN},
+            # [seconds, samples, warm-up] per step: where a window opened can be checked afterwards
+            "steps": data["result"]["steps"] if workload != "cpu-calibrate" else None}
 
 
 BREAKDOWN = ("cpu_ms_per_sample", "loader_cpu_ms_per_sample", "decode_cpu_ms_per_image", "main_thread_cores",
              "main_other_threads_cores", "loader_cpu_cores", "cpu_system_share", "involuntary_switches_per_s",
-             "minor_faults_per_sample", "drained_batches")  # the last: batches made before the window, dropped
+             "minor_faults_per_sample", "drained_batches", "drained_samples",
+             "drain_seconds")  # the last three: what the loader made before the window, dropped
 
 
 def bracket_calibration(rows: list[dict], index: int, key: str = "figure") -> float | None:
