@@ -105,3 +105,35 @@ def test_a_consumer_slower_than_its_loader_is_measured_at_its_own_rate_drained_o
     assert drained.counters["drained_batches"] >= 4
     assert drained.throughput == pytest.approx(100, rel=0.05)
     assert drained.throughput == pytest.approx(as_before.throughput, rel=0.05)
+
+
+def _paced_loader(seconds: float):
+    """A loader with no backlog: each batch is made `seconds` after the one before."""
+    while True:
+        time.sleep(seconds)
+        yield ([0] * 4, [1] * 4)
+
+
+def test_a_loader_slower_than_its_consumer_is_not_drained_at_its_own_pace():
+    # After warm-up the queue of a loader slower than its consumer is empty: the drain's first fetch
+    # waits a whole batch. Taken for a ready fetch's pace, that wait let the drain drop batch after
+    # batch as they were made (an H100 at 2 vCPUs: 20 batches in 10.9 s, a window of 6 steps).
+    meter = Meter(warmup_steps=2, time_budget_s=1.0, min_steps=5, min_seconds=0.4, n_windows=5, gpu=False, drain=True)
+    tc.run_epochs(meter, _paced_loader(0.1), lambda batch: 4.0, tc.StepClock("cpu"), {}, samples_of=tc.batch_samples)
+    result = meter.finish(_result(), 1)
+    assert result.counters["drained_batches"] == 0
+    assert result.counters["drain_seconds"] < 0.3
+    assert "window_short" not in result.extra
+    assert result.throughput == pytest.approx(40, rel=0.15)  # 4 samples every 0.1 s
+
+
+def test_a_drain_ends_after_its_time_limit_whatever_its_fetches_take(monkeypatch):
+    # Fetches that each wait alike (batches made evenly, none ready) never look like a wait to the
+    # relative rule once one of them passed for ready: the time limit ends the drain.
+    monkeypatch.setattr(tc, "DRAIN_FIRST_WAIT_S", 1.0)
+    monkeypatch.setattr(tc, "DRAIN_MAX_S", 0.3)
+    meter = Meter(warmup_steps=2, time_budget_s=1.0, min_steps=5, min_seconds=0.4, n_windows=5, gpu=False, drain=True)
+    tc.run_epochs(meter, _paced_loader(0.05), lambda batch: 4.0, tc.StepClock("cpu"), {}, samples_of=tc.batch_samples)
+    result = meter.finish(_result(), 1)
+    assert 1 <= result.counters["drained_batches"] <= 8
+    assert result.counters["drain_seconds"] < 0.5

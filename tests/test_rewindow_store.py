@@ -15,6 +15,15 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "h200-sweep" / "sizer.sqlite"
 
 
+def _example_point(source: Path, tmp_path: Path, key: str):
+    """A copy of an example store, open, with one of its points: (connection, point id, result)."""
+    store = tmp_path / "s.sqlite"
+    shutil.copy(source, store)
+    conn = sqlite3.connect(store)
+    point_id, raw = conn.execute("SELECT id, result FROM points WHERE key=?", (key,)).fetchone()
+    return store, conn, point_id, json.loads(raw)
+
+
 def test_whole_window_rederives_each_figure_from_its_steps_once(tmp_path, benchmark):
     store = tmp_path / "s.sqlite"
     shutil.copy(EXAMPLE, store)
@@ -52,12 +61,8 @@ def test_synthetic_input_and_single_workers_count_single_steps(benchmark):
 def test_drained_leaves_the_loaders_backlog_out_of_stored_windows(tmp_path, benchmark):
     """AB's 16-vCPU SSD point took the batches its loader made before the window at the GPU's pace:
     as measured it read 3,050 images/s, 12% above what a 300 MB/s disk gives of 0.110 MB images."""
-    store = tmp_path / "s.sqlite"
-    shutil.copy(EXAMPLE, store)
-    conn = sqlite3.connect(store)
     key = "resnet50-train/gpu/16vcpu-32gib-ssd#p2"
-    point_id, raw = conn.execute("SELECT id, result FROM points WHERE key=?", (key,)).fetchone()
-    result = json.loads(raw)
+    store, conn, point_id, result = _example_point(EXAMPLE, tmp_path, key)
     before = result["extra"].pop("drained")  # back to the point as it was measured
     warmup = result["counters"]["warmup_steps"] - before["drain_steps"]
     result["steps"] = [[row[0], row[1], 1.0 if i < warmup else 0.0] for i, row in enumerate(result["steps"])]
@@ -75,3 +80,33 @@ def test_drained_leaves_the_loaders_backlog_out_of_stored_windows(tmp_path, benc
     assert stored["extra"]["drained"]["throughput"] == old and stored["counters"]["drain_steps"] == 22
     conn.close()
     assert bench.drained(store) == []  # once
+
+
+H100 = ROOT / "examples" / "h100-sweep" / "sizer.sqlite"
+
+
+def test_drain_overrun_takes_a_drain_at_the_loaders_pace_into_the_short_window_after_it(tmp_path, benchmark):
+    """H100, 2 vCPUs: the drain dropped 20 batches in 10.9 s at the loader's pace and left a window
+    of 6 steps that read 791 images/s; the same shape's other pass read 461."""
+    key = "resnet50-train/gpu/2vcpu-8gib-standard"
+    store, conn, point_id, result = _example_point(H100, tmp_path, key)
+    before = result["extra"].pop("drain_overrun")  # back to the point as it was measured
+    result["counters"]["cpu_ms_per_sample"] = before["cpu_ms_per_sample"]
+    result["throughput"] = before["throughput"]
+    conn.execute("UPDATE points SET throughput=?, result=? WHERE id=?", (before["throughput"], json.dumps(result), point_id))
+    conn.commit()
+    bench = benchmark("rewindow_store")
+    changed = {k: (old, new) for k, old, new in bench.drain_overrun(store)}
+    assert list(changed) == [key]  # the other point re-derived carries its marker; full windows stay as measured
+    old, new = changed[key]
+    assert old == pytest.approx(790.5, abs=1)
+    counters = result["counters"]
+    window = [row for row in result["steps"] if not row[2]]
+    assert len(window) == 6 and counters["drained_batches"] == 20
+    expected = (counters["drained_samples"] + sum(r[1] for r in window)) / (counters["drain_seconds"] + sum(r[0] for r in window))
+    assert new == pytest.approx(expected) and 450 < new < 560
+    stored = json.loads(conn.execute("SELECT result FROM points WHERE id=?", (point_id,)).fetchone()[0])
+    assert "cpu_ms_per_sample" not in stored["counters"]  # the window's CPU cost no longer goes with the figure
+    assert stored["extra"]["drain_overrun"]["throughput"] == old
+    conn.close()
+    assert bench.drain_overrun(store) == []  # once
