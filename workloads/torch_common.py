@@ -838,7 +838,7 @@ class StepClock:
 # A fetch from the loader that took longer than this, and than 4 times the quickest fetch of ready
 # batches before it, waited for a batch to be made: the loader's queue was empty. The first fetch has
 # no ready one before it: it waited if it took longer than DRAIN_FIRST_WAIT_S (on an H100 host, drains
-# of 2 to 13 ready batches took 0.01-0.09 s; a 2-worker loader's next batch came 0.5-1 s). However long
+# of 1 to 13 ready batches took 0.01-0.11 s; a 2-worker loader's next batch came 0.5-1 s). However long
 # its fetches, a drain ends after DRAIN_MAX_S: a backlog is taken in well under a second.
 DRAIN_WAIT_S = 0.005
 DRAIN_FIRST_WAIT_S = 0.02
