@@ -15,6 +15,10 @@ workload's return: loader workers stopped) and `rest` (the worker's exit and siz
 eviction, limit group, store), printed as medians per workload; where workers noted the stages of
 their start, the start split into imports, model (on its device, CUDA context included), data
 (dataset index, loader) and the first batch (loader workers forked and primed, the first step).
+Where loader-fed points dropped their loader's backlog before the window (`drain_seconds`, part of
+warm-up), the drain's median and longest per workload, and how many drains outlasted the drain's
+own limit (torch_common.DRAIN_MAX_S: a backlog goes in milliseconds, so a longer drain was taking
+batches at the loader's pace).
 
 Usage: python benchmarks/sweep_cost.py --store gpu-runs/sizer.sqlite [--json] [--gap 180]
 """
@@ -30,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sizer.errors import SizerError  # noqa: E402
+from workloads.torch_common import DRAIN_MAX_S  # noqa: E402
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -96,12 +101,21 @@ def point_costs(store_path: Path) -> list[dict]:
                 "wall_s": float(row["finished"]) - float(row["started"]),
                 "worker_wall_s": float(result.wall_s or 0.0),
                 "window_s": float(counters.get("measured_seconds") or 0.0),
+                **({"drain_s": float(counters["drain_seconds"])} if counters.get("drain_seconds") is not None else {}),
                 **phases(result.extra.get("timeline_s"), float(row["finished"]) - float(row["started"])),
             })
         sweeps = {s.id: s for s in store.sweeps()}
     for r in rows:
         r["sweep_started"] = sweeps[r["sweep"]].started
     return rows
+
+
+def drain_figures(drains: list[float]) -> dict:
+    """The drains of a group of points: how many, median and longest, and how many outlasted DRAIN_MAX_S."""
+    if not drains:
+        return {}
+    return {"drains": len(drains), "median_drain_s": statistics.median(drains), "max_drain_s": max(drains),
+            "drains_over_limit": sum(1 for d in drains if d > DRAIN_MAX_S)}
 
 
 def summarize(rows: list[dict], gap_s: float = 180.0) -> dict:
@@ -125,6 +139,7 @@ def summarize(rows: list[dict], gap_s: float = 180.0) -> dict:
             "points_s": sum(walls),
             **{f"median_{k}": (statistics.median(v) if (v := [r[k] for r in group if k in r]) else None)
                for k in PHASES + START_PARTS},
+            **drain_figures([r["drain_s"] for r in group if "drain_s" in r]),
         }
 
     for name in sorted(by_workload):
@@ -186,6 +201,13 @@ def main(argv: list[str] | None = None) -> int:
             cells = [w.get(f"median_{k}") for k in START_PARTS]
             print(f"{w['workload']:<{width}}  " + "  ".join(
                 f"{'-' if c is None else f'{c:.1f}s':>{n}}" for c, n in zip(cells, (7, 6, 6, 9))))
+    drained = [w for w in summary["workloads"] if w.get("drains")]
+    if drained:
+        print(f"\n{'workload':<{width}}  {'drains':>6}  {'median':>7}  {'longest':>7}  {'over ' + format(DRAIN_MAX_S, 'g') + ' s':>8}"
+              "   (the loader's backlog dropped before the window)")
+        for w in drained:
+            print(f"{w['workload']:<{width}}  {w['drains']:>6}  {w['median_drain_s']:>6.2f}s  {w['max_drain_s']:>6.2f}s"
+                  f"  {w['drains_over_limit']:>8}")
     t = summary["total"]
     print(f"sweep: {t['active_s'] / 60:.1f} min of wall time ({t['points']} points, {t['points_s'] / 60:.1f} min in points,"
           f" {t['outside_points_s'] / 60:.1f} min between them: calibration, datasets, reports); "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -174,3 +175,17 @@ def test_sweep_cost_splits_a_start_in_the_order_its_stages_happened(benchmark):
     assert parts["imports_s"] == 3.0 and parts["data_s"] == 3.5
     assert parts["model_s"] == pytest.approx(0.5) and parts["first_batch_s"] == pytest.approx(2.5)
     assert parts["start_s"] == 9.5 and parts["teardown_s"] == pytest.approx(0.5) and parts["rest_s"] == 2.0
+
+
+def test_sweep_cost_counts_the_drains_that_outlasted_their_limit(benchmark):
+    """AC's H100 sweep, drained before the drain's first-fetch rule: 15 of its 60 loader-fed points
+    drained for longer than a backlog takes, the longest 10.9 s."""
+    sweep_cost = benchmark("sweep_cost")
+    store = Path(__file__).resolve().parent.parent / "examples" / "h100-sweep" / "sizer.sqlite"
+    (train,) = sweep_cost.summarize(sweep_cost.point_costs(store))["workloads"]
+    assert train["drains"] == 60  # the synthetic-input point has no loader to drain
+    assert train["drains_over_limit"] == 15
+    assert train["max_drain_s"] == pytest.approx(10.92, abs=0.01)
+    assert 0.01 < train["median_drain_s"] < 1.0
+    assert sweep_cost.drain_figures([]) == {}
+    assert sweep_cost.drain_figures([0.02, 0.04, 3.0])["drains_over_limit"] == 1
