@@ -103,8 +103,10 @@ def test_drain_overrun_takes_a_drain_at_the_loaders_pace_into_the_short_window_a
     counters = result["counters"]
     window = [row for row in result["steps"] if not row[2]]
     assert len(window) == 6 and counters["drained_batches"] == 20
-    expected = (counters["drained_samples"] + sum(r[1] for r in window)) / (counters["drain_seconds"] + sum(r[0] for r in window))
-    assert new == pytest.approx(expected) and 450 < new < 560
+    # The same shape's other pass, measured with a full window, is the yardstick: as measured the
+    # point read 72% above it, re-derived it reads within 15%.
+    (other,) = conn.execute("SELECT throughput FROM points WHERE key=?", (key + "#p2",)).fetchone()
+    assert old / other - 1 > 0.5 and abs(new / other - 1) < 0.15
     stored = json.loads(conn.execute("SELECT result FROM points WHERE id=?", (point_id,)).fetchone()[0])
     assert "cpu_ms_per_sample" not in stored["counters"]  # the window's CPU cost no longer goes with the figure
     assert stored["extra"]["drain_overrun"]["throughput"] == old
