@@ -17,8 +17,9 @@ its host-speed probe relative to the workload's median probe (see benchmarks/hos
 the model's error is once the shared host's changing speed is taken out. Points without a probe,
 and points bound by the GPU or the disk, are left as measured.
 
---cpu-cost does the same with each busy point's own CPU time per sample in its measured window
-(`cpu_ms_per_sample`, from /proc of the worker's processes), relative to the median of the busy points
+--cpu-cost (the rule `sizer report --cpu-cost` fits with: `sizer.model.take_out_cpu_cost`) does the
+same with each busy point's own CPU time per sample in its measured window (`cpu_ms_per_sample`,
+from /proc of the worker's processes), relative to the median of the busy points
 at the same vCPU count: the window's own measure of how fast the host ran it, taken at the same
 moment as the rate (the probe runs before and after). Relative to its own vCPU count, so what more
 vCPUs cost per sample (contention) stays in the figures.
@@ -42,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sizer.diskclasses import load_disk_classes  # noqa: E402
 from sizer.errors import SizerError  # noqa: E402
-from sizer.model import SYNTHETIC_INPUT, fit_points, group_points  # noqa: E402
+from sizer.model import SYNTHETIC_INPUT, fit_points, group_points, scale_busy_points, take_out_cpu_cost  # noqa: E402
 from sizer.points import Point, combine_passes  # noqa: E402
 
 
@@ -103,42 +104,19 @@ def first_passes(points: list[Point], k: int) -> list[Point]:
     return [p for p in points if int(p.extra.get("pass", 1)) <= k]
 
 
-BUSY = 0.85
-
-
-def normalize_busy(points: list[Point], speed, by_vcpus: bool = False, reference_all: bool = False) -> int:
-    """Divide each busy point's rate by its speed (`speed(p)`, None where unknown) relative to the
-    median speed of its workload's busy points (of all its points with a speed: `reference_all`),
-    or of those at its vCPU count (`by_vcpus`); in place. Returns how many points changed."""
-    changed = 0
-    for group in group_points(points).values():
-        measured = [p for p in group if speed(p)]
-        busy = [p for p in measured if (p.cpu_util_per_vcpu or 0.0) >= BUSY]
-        references: dict = {}
-        for p in measured if reference_all else busy:
-            references.setdefault(p.vcpus if by_vcpus else None, []).append(speed(p))
-        for p in busy:
-            p.throughput /= speed(p) / statistics.median(references[p.vcpus if by_vcpus else None])
-            changed += 1
-    return changed
-
-
-def normalize_host_speed(points: list[Point]) -> int:
+def normalize_host_speed(points: list[Point]) -> tuple[list[Point], int]:
     """Busy points divided by their host-speed probe relative to the workload's median probe."""
     from host_drift import host_speed
 
-    return normalize_busy(points, host_speed, reference_all=True)
+    scaled, factors = scale_busy_points(points, host_speed, reference_all=True)
+    return scaled, len(factors)
 
 
-def window_speed(point: Point) -> float | None:
-    """Samples per CPU-second in the point's measured window (1 / its CPU time per sample)."""
-    ms = point.extra.get("cpu_ms_per_sample")
-    return 1000.0 / ms if isinstance(ms, (int, float)) and ms > 0 else None
-
-
-def normalize_cpu_cost(points: list[Point]) -> int:
-    """Busy points scaled by their window's CPU time per sample relative to the median at their vCPU count."""
-    return normalize_busy(points, window_speed, by_vcpus=True)
+def normalize_cpu_cost(points: list[Point]) -> tuple[list[Point], int]:
+    """Busy points scaled by their window's CPU time per sample relative to the median at their vCPU
+    count: what `sizer report --cpu-cost` fits on."""
+    scaled, factors = take_out_cpu_cost(points)
+    return scaled, len(factors)
 
 
 def _load(store: Path | None, input_file: Path | None) -> list[Point]:
@@ -164,11 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.passes is not None:
             points = first_passes(points, args.passes)
         if args.host_speed:
-            print(f"host speed: {normalize_host_speed(points)} busy point(s) divided by their relative probe",
-                  file=sys.stderr)
+            points, n = normalize_host_speed(points)
+            print(f"host speed: {n} busy point(s) divided by their relative probe", file=sys.stderr)
         if args.cpu_cost:
-            print(f"cpu cost: {normalize_cpu_cost(points)} busy point(s) scaled by their window's CPU time per sample",
-                  file=sys.stderr)
+            points, n = normalize_cpu_cost(points)
+            print(f"cpu cost: {n} busy point(s) scaled by their window's CPU time per sample", file=sys.stderr)
         # One point per shape: a shape measured in several passes is held out and compared at its
         # median, as the model fits it (after any correction of each measurement).
         rows = evaluate(combine_passes(points))

@@ -19,6 +19,7 @@ This module is pure: points in, fits out; nothing is read or written.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import Counter
@@ -392,6 +393,49 @@ def group_points(points: list[Point]) -> dict[str, list[Point]]:
             for g in targets:
                 groups.setdefault(g, []).append(p)
     return groups
+
+
+# A point whose vCPUs were at least this busy (CPU util per vCPU) is CPU-bound: its rate follows the
+# speed the shared host gave its CPUs at that moment.
+BUSY_CPU_UTIL = 0.85
+
+
+def window_cpu_speed(point: Point) -> float | None:
+    """Samples per CPU-second in the point's measured window (1 / its CPU time per sample), if known."""
+    ms = point.extra.get("cpu_ms_per_sample")
+    return 1000.0 / ms if isinstance(ms, (int, float)) and not isinstance(ms, bool) and ms > 0 else None
+
+
+def scale_busy_points(points: list[Point], speed, *, by_vcpus: bool = False,
+                      reference_all: bool = False) -> tuple[list[Point], dict[int, float]]:
+    """The host's changing speed taken out of CPU-bound figures: a copy of `points` in which every
+    busy point's rate is divided by its speed (`speed(p)`, None where unknown) relative to the median
+    speed of its workload's busy points (of all its points with a speed: `reference_all`), or of those
+    at its vCPU count (`by_vcpus`, which keeps what more vCPUs cost per sample in the figures). The
+    points given are left as they are; returns the copy and the factor applied, by the index of the
+    point in `points`."""
+    index = {id(p): i for i, p in enumerate(points)}
+    factors: dict[int, float] = {}
+    for group in group_points(points).values():
+        measured = [p for p in group if speed(p)]
+        busy = [p for p in measured if (p.cpu_util_per_vcpu or 0.0) >= BUSY_CPU_UTIL]
+        references: dict[Any, list[float]] = {}
+        for p in measured if reference_all else busy:
+            references.setdefault(p.vcpus if by_vcpus else None, []).append(speed(p))
+        for p in busy:  # a synthetic-input point joins several groups: scaled once
+            factors.setdefault(index[id(p)], statistics.median(references[p.vcpus if by_vcpus else None]) / speed(p))
+    scaled = [dataclasses.replace(p, throughput=p.throughput * factors[i]) if i in factors else p
+              for i, p in enumerate(points)]
+    return scaled, factors
+
+
+def take_out_cpu_cost(points: list[Point]) -> tuple[list[Point], dict[int, float]]:
+    """Busy points scaled by their own window's CPU time per sample over the median of the busy points
+    at their vCPU count (`sizer report --cpu-cost`). Measured at the same moment as the rate, it says
+    how fast the shared host ran that window; a shape that really costs more CPU per sample than
+    others at its vCPU count is evened out with them too, which the model, one CPU term per
+    workload, could not tell apart anyway."""
+    return scale_busy_points(points, window_cpu_speed, by_vcpus=True)
 
 
 def fit_points(

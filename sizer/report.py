@@ -450,6 +450,33 @@ def _profile(points: Sequence[Point], host_gpus: list[str], target_gpu: str) -> 
     }
 
 
+# ---------------------------------------------------------------------------- the host's speed
+def cpu_cost_fit_input(points: list[Point]) -> tuple[list[Point], dict[str, str]]:
+    """What `--cpu-cost` fits on: `points` with `sizer.model.take_out_cpu_cost` applied, and the note
+    each fitted workload gets. Refused where no point carries its window's CPU time (a points.csv
+    does not keep it; stores written before sizer recorded it neither)."""
+    from sizer.model import group_points, take_out_cpu_cost
+
+    if not any(isinstance(p.extra.get("cpu_ms_per_sample"), (int, float)) for p in points):
+        raise SizerError("--cpu-cost needs each window's CPU time per sample, which only a store keeps: "
+                         "give --store (a points.csv does not carry it)")
+    scaled, factors = take_out_cpu_cost(points)
+    index = {id(p): i for i, p in enumerate(scaled)}
+    notes = {name: cpu_cost_note([factors[index[id(p)]] for p in group if index[id(p)] in factors])
+             for name, group in group_points(scaled).items()}
+    return scaled, notes
+
+
+def cpu_cost_note(factors: Sequence[float]) -> str:
+    """The model note that says what --cpu-cost changed in a workload's fit."""
+    if not factors:
+        return ("fitted with --cpu-cost: no CPU-bound point with its window's CPU time, so every figure "
+                "is as measured")
+    return (f"fitted with --cpu-cost: {len(factors)} CPU-bound measurement(s) scaled by their window's CPU "
+            f"time per sample over the median at their vCPU count (x{min(factors):.2f} to x{max(factors):.2f}), "
+            f"taking the shared host's changing speed out; the points shown are as measured")
+
+
 # ---------------------------------------------------------------------------- the context
 def build_context(
     points: Sequence[Point],
@@ -464,16 +491,25 @@ def build_context(
     enforcement: Sequence[dict[str, Any]] | None = None,
     disk_classes: dict[str, Any] | None = None,
     source: str = "",
+    cpu_cost: bool = False,
 ) -> dict[str, Any]:
-    """Everything the report shows, as plain JSON-able data (results.json is this, versioned)."""
+    """Everything the report shows, as plain JSON-able data (results.json is this, versioned).
+
+    `cpu_cost`: the model is fitted on CPU-bound figures with each window's CPU time per sample taken
+    out (`sizer.model.take_out_cpu_cost`); the points shown stay as measured."""
     from sizer.catalog import load_catalog, normalize_gpu
     from sizer.diskclasses import load_disk_classes
     from sizer.model import fit_points, group_points
     from sizer.recommend import recommend
 
-    points = combine_passes(points)  # one figure per shape: the median of its passes
+    measured = list(points)
+    points = combine_passes(measured)  # one figure per shape: the median of its passes
     if not points:
         raise SizerError("no points to report (measure some with `sizer sweep`, or give --input points.csv)")
+    fitted_on, cpu_cost_notes = None, {}
+    if cpu_cost:
+        scaled, cpu_cost_notes = cpu_cost_fit_input(measured)
+        fitted_on = scaled  # fit_points takes each shape at the median of its passes
     if not 0 < tolerance < 1:
         raise SizerError(f"tolerance must be a fraction between 0 and 1 (for example 0.05), got {tolerance:g}")
     if dataset_gib is not None and dataset_gib <= 0:
@@ -500,7 +536,10 @@ def build_context(
         known = sorted({normalize_gpu(r.gpu) for r in load_catalog(user_files=tuple(catalog_files))})
         raise SizerError(f"no catalog row has GPU {gpu!r} (known: {', '.join(known)})")
 
-    fits = fit_points(points, disk_classes, dataset_gib=dataset_gib)
+    fits = fit_points(fitted_on if fitted_on is not None else points, disk_classes, dataset_gib=dataset_gib)
+    for name, fit in fits.items():
+        if name in cpu_cost_notes:
+            fit.notes.append(cpu_cost_notes[name])
     # One report entry per fitted workload: a workload measured with several decode modes (or
     # inputs, or profiles) is fitted, and so reported, once per variant.
     by_workload = group_points(points)
@@ -553,6 +592,7 @@ def build_context(
         "tolerance": tolerance,
         "dataset_gib": dataset_gib,
         "job_samples": job_samples,
+        "cpu_cost": cpu_cost,
         "workloads": workloads,
         "catalog": {
             "files": [str(f) for f in catalog_files],

@@ -358,6 +358,9 @@ class Store:
 def point_from_result(row: Any, result: Result) -> Point:
     counters = result.counters or {}
     extra = dict(result.extra or {})
+    cpu_ms = counters.get("cpu_ms_per_sample")  # the window's CPU time per sample (`sizer report --cpu-cost`)
+    if isinstance(cpu_ms, (int, float)) and not isinstance(cpu_ms, bool) and cpu_ms > 0:
+        extra.setdefault("cpu_ms_per_sample", float(cpu_ms))
     samples = counters.get("measured_samples") or 0
     read_mb = None
     cold_bytes = extra.get("cold_read_bytes", counters.get("read_bytes"))

@@ -97,10 +97,9 @@ def test_host_drift_divides_out_a_slow_moment_and_leaves_a_real_difference(bench
     assert out["correlation"] is None and out["scatter_normalized"] == pytest.approx(0.5)
 
 
-def test_cpu_cost_takes_a_slow_moment_out_within_a_vcpu_count_and_keeps_contention(benchmark):
+def test_cpu_cost_takes_a_slow_moment_out_within_a_vcpu_count_and_keeps_contention():
+    from sizer.model import take_out_cpu_cost
     from sizer.points import Point
-
-    accuracy = benchmark("model_accuracy")
 
     def point(v, cost_ms, util=0.98):
         # A CPU-bound window: its rate is its busy vCPUs over its CPU time per image.
@@ -112,21 +111,26 @@ def test_cpu_cost_takes_a_slow_moment_out_within_a_vcpu_count_and_keeps_contenti
     idle = point(8, 9.0, util=0.3)  # bound elsewhere: left as measured
     unknown = Point("w", 2, 8.0, "ssd", 100.0, "images/s", status="ok", cpu_util_per_vcpu=0.99)
     points = [slow, typical, fast, *contended, idle, unknown]
-    before = {id(p): p.throughput for p in points}
-    assert accuracy.normalize_cpu_cost(points) == 5
-    assert slow.throughput == pytest.approx(typical.throughput)
-    assert fast.throughput == pytest.approx(typical.throughput)
-    assert typical.throughput == pytest.approx(before[id(typical)])
-    assert contended[0].throughput == pytest.approx(before[id(contended[0])])
-    assert contended[0].throughput / 8 < typical.throughput / 2  # contention stays in the figures
-    assert idle.throughput == before[id(idle)] and unknown.throughput == before[id(unknown)]
+    before = [p.throughput for p in points]
+    scaled, factors = take_out_cpu_cost(points)
+    assert sorted(factors) == [0, 1, 2, 3, 4]
+    assert [p.throughput for p in points] == before  # the measured points stay as measured
+    s_slow, s_typical, s_fast, s_contended, _, s_idle, s_unknown = scaled
+    assert s_slow.throughput == pytest.approx(typical.throughput)
+    assert s_fast.throughput == pytest.approx(typical.throughput)
+    assert factors[0] == pytest.approx(3.6 / 3.0) and factors[2] == pytest.approx(2.7 / 3.0)
+    assert s_typical.throughput == pytest.approx(typical.throughput)
+    assert s_contended.throughput == pytest.approx(contended[0].throughput)
+    assert s_contended.throughput / 8 < s_typical.throughput / 2  # contention stays in the figures
+    assert s_idle is idle and s_unknown is unknown
 
 
 def test_host_speed_divides_busy_points_by_their_probe_over_the_median_of_every_probed_point(benchmark):
     accuracy = benchmark("model_accuracy")
     slow, quick = _point(4, 800.0, 40.0), _point(4, 1000.0, 60.0)
     idle = _point(8, 1200.0, 80.0, util=0.4)  # its probe counts in the reference; its rate stays
-    assert accuracy.normalize_host_speed([slow, quick, idle]) == 2
+    (slow, quick, idle), n = accuracy.normalize_host_speed([slow, quick, idle])
+    assert n == 2
     assert slow.throughput == pytest.approx(800.0 * 60.0 / 40.0)
     assert quick.throughput == pytest.approx(1000.0)
     assert idle.throughput == 1200.0

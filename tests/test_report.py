@@ -51,7 +51,10 @@ def store_with_points(path: Path, points, *, gpu_name: str = H100, calibration: 
                 workload=p.workload, framework="pytorch", unit=p.unit, profile=p.profile, status=p.status,
                 throughput=p.throughput, spread=p.spread, bottleneck=p.bottleneck,
                 counters={"measured_samples": samples, "read_bytes": (p.read_mb_per_sample or 0) * 1e6 * samples,
-                          "peak_rss_bytes": (p.footprint_gib or 0) * 2**30, "gpu_name": p.gpu_model},
+                          "peak_rss_bytes": (p.footprint_gib or 0) * 2**30, "gpu_name": p.gpu_model,
+                          # the window's CPU cost, where a test gives it (`--cpu-cost` reads it)
+                          **({"cpu_util_per_vcpu": p.cpu_util_per_vcpu,
+                              "cpu_ms_per_sample": p.extra["cpu_ms_per_sample"]} if "cpu_ms_per_sample" in p.extra else {})},
                 config={"input": p.input, "decode": p.decode},
                 extra={"dataset_gib": p.dataset_gib},
             )
@@ -313,6 +316,57 @@ def test_cli_report_bad_input_exits_2(tmp_path, points, cli):
     ):
         code, _, err = cli("report", *args)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_cli_report_cpu_cost_fits_without_the_hosts_fast_moment_and_shows_the_points_as_measured(tmp_path, cli):
+    points = make_points(noise=0.0)
+    for p in points:
+        if p.bottleneck == "cpu":  # a CPU-bound window: busy vCPUs over its CPU time per image
+            p.cpu_util_per_vcpu = 0.98
+            p.extra["cpu_ms_per_sample"] = p.vcpus * 0.98 * 1000.0 / p.throughput
+    fast = next(p for p in points if (p.vcpus, p.ram_gib, p.disk_class) == (4, 32.0, "ssd"))
+    assert fast.bottleneck == "cpu"
+    fast.throughput *= 1.3  # the shared host ran this window 30% faster: less CPU time per image
+    fast.extra["cpu_ms_per_sample"] /= 1.3
+    path = store_with_points(tmp_path / "s.sqlite", points)
+
+    def fitted(*flags):
+        code, stdout, err = cli("report", "--store", path, "--out", tmp_path / "out", "--json", *flags)
+        assert code == 0, err
+        data = json.loads(stdout)
+        return data, _workload(data)
+
+    _, as_measured = fitted()
+    data, steady = fitted("--cpu-cost")
+    assert as_measured["model"]["loo_max_ape"] > 0.2  # the fast moment, held out, is mispredicted
+    assert steady["model"]["loo_max_ape"] < 0.02
+    per_vcpu = {x["name"]: x["value"] for x in steady["model"]["params"]}["per_vcpu"]
+    assert per_vcpu == pytest.approx(150.0, rel=0.02)
+    assert any("--cpu-cost" in n and "scaled" in n for n in steady["model"]["notes"])
+    assert not any("--cpu-cost" in n for n in as_measured["model"]["notes"])
+    shown = {(p["vcpus"], p["ram_gib"], p["disk_class"]): p["measured"] for p in steady["points"]}
+    assert shown[(4, 32.0, "ssd")] == pytest.approx(fast.throughput)  # the grid keeps the measurement
+    assert data["cpu_cost"] is True and data["reproduce"]["command"].endswith("--cpu-cost")
+    # `sizer fit` and `sizer recommend` take the same option, through the same fit input.
+    code, stdout, err = cli("fit", "--store", path, "--cpu-cost", "--json")
+    assert code == 0, err
+    (fitted,) = json.loads(stdout)["workloads"]
+    assert fitted["loo_max_ape"] == pytest.approx(steady["model"]["loo_max_ape"])
+    assert any("--cpu-cost" in n for n in fitted["notes"])
+    code, stdout, err = cli("recommend", "--store", path, "--cpu-cost", "--json")
+    assert code == 0 and json.loads(stdout)["recommendations"], err
+
+
+def test_cli_report_cpu_cost_wants_a_store(tmp_path, points, cli):
+    csv_path = tmp_path / "points.csv"
+    write_points_csv(points, csv_path)
+    code, _, err = cli("report", "--input", csv_path, "--out", tmp_path / "out", "--cpu-cost")
+    assert code == 2 and "--store" in err and len(err.strip().splitlines()) == 1, err
+    # A store written without the windows' CPU time is refused the same way, before any fit.
+    path = store_with_points(tmp_path / "s.sqlite", points)
+    code, _, err = cli("report", "--store", path, "--out", tmp_path / "out", "--cpu-cost")
+    assert code == 2 and "CPU time per sample" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out" / "report.html").exists()
 
 
 def test_out_of_memory_shapes_are_named_by_ram_and_fewest_vcpus():

@@ -21,6 +21,11 @@ DiskClassesOpt = Annotated[
     Optional[Path], typer.Option("--disk-classes", help="Your own disk-class CSV (caps), added to the built-in one.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+CpuCostOpt = Annotated[
+    bool,
+    typer.Option("--cpu-cost", help="Fit on CPU-bound figures scaled by each window's CPU time per sample over the "
+                 "median at its vCPU count: a shared host's changing speed taken out (needs --store)."),
+]
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -53,25 +58,29 @@ def load_points(store: Path | None, input_file: Path | None) -> list[Point]:
                 peak = (result.counters or {}).get("gpu_mem_peak_bytes")
                 if isinstance(peak, (int, float)) and peak > 0:
                     point.extra["gpu_mem_peak_gib"] = float(peak) / 2**30
-                cpu_ms = (result.counters or {}).get("cpu_ms_per_sample")
-                if isinstance(cpu_ms, (int, float)) and cpu_ms > 0:
-                    point.extra["cpu_ms_per_sample"] = float(cpu_ms)
                 points.append(point)
     if not points:
         raise SizerError(f"the store {store} holds no points yet (run `sizer sweep --store {store}`)")
     return points
 
 
-def _fit(points: list[Point], dataset_gib: float | None, disk_classes_file: Path | None):
+def _fit(points: list[Point], dataset_gib: float | None, disk_classes_file: Path | None, cpu_cost: bool = False):
     from sizer.diskclasses import load_disk_classes
     from sizer.model import fit_points
+    from sizer.report import cpu_cost_fit_input
 
     if dataset_gib is not None and dataset_gib <= 0:
         raise SizerError(f"--dataset-gib must be > 0, got {dataset_gib:g}")
     table = load_disk_classes(disk_classes_file)
+    notes: dict[str, str] = {}
+    if cpu_cost:
+        points, notes = cpu_cost_fit_input(points)
     fits = fit_points(points, table, dataset_gib=dataset_gib)
     if not fits:
         raise SizerError("no usable points to fit (every point failed, timed out or ran out of memory)")
+    for name, fitted in fits.items():
+        if name in notes:
+            fitted.notes.append(notes[name])
     return fits, table
 
 
@@ -105,6 +114,7 @@ def fit(
     input_file: InputOpt = None,
     dataset_gib: DatasetOpt = None,
     disk_classes: DiskClassesOpt = None,
+    cpu_cost: CpuCostOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit the bottleneck model per workload: parameters with intervals and leave-one-out error.
@@ -115,7 +125,7 @@ def fit(
     Example: sizer fit --store results/sizer.db --dataset-gib 140
     """
     points = load_points(store, input_file)
-    fits, _ = _fit(points, dataset_gib, disk_classes)
+    fits, _ = _fit(points, dataset_gib, disk_classes, cpu_cost)
     data = {"workloads": [f.summary() for f in fits.values()]}
     emit(data, as_json, _render_fit)
 
@@ -227,6 +237,7 @@ def recommend(
     cloud: Annotated[Optional[list[str]], typer.Option("--cloud", help="Only these clouds; repeatable.")] = None,
     workload: Annotated[Optional[list[str]], typer.Option("--workload", help="Only these workloads; repeatable.")] = None,
     disk_classes: DiskClassesOpt = None,
+    cpu_cost: CpuCostOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Recommend the cheapest instance and disk class that keeps the GPU within tolerance of its ceiling.
@@ -258,7 +269,7 @@ def recommend(
     if not rows:
         known = sorted({normalize_gpu(r.gpu) for r in load_catalog(tuple(catalog or ()), clouds=cloud)})
         raise SizerError(f"no catalog row has GPU {target!r} (known: {', '.join(known)})")
-    fits, table = _fit(points, dataset_gib, disk_classes)
+    fits, table = _fit(points, dataset_gib, disk_classes, cpu_cost)
     if workload:
         missing = [w for w in workload if w not in fits]
         if missing:

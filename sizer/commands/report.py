@@ -62,6 +62,12 @@ def report(
     job_samples: Annotated[
         Optional[float], typer.Option("--job-samples", help="Samples in one job (e.g. 115.2e6 = 90 epochs of ImageNet).")
     ] = None,
+    cpu_cost: Annotated[
+        bool,
+        typer.Option("--cpu-cost", help="Fit the model on CPU-bound figures scaled by each window's CPU time per "
+                     "sample over the median at its vCPU count: takes a shared host's changing speed out of the "
+                     "model (needs --store; the points shown stay as measured)."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json's content instead of a table.")] = False,
 ) -> None:
     """Write report.html, results.json and points.csv: the recommendation per workload and why.
@@ -69,10 +75,14 @@ def report(
     The report is one self-contained HTML file (inline CSS and SVG charts, nothing loaded from the
     network) that a person who never ran sizer can read and print.
 
-    Example: sizer report --store results/sizer.sqlite --out results --gpu H100
+    Examples:
+
+      sizer report --store results/sizer.sqlite --out results --gpu H100
+
+      sizer report --store results/sizer.sqlite --out results-steady --cpu-cost   (a host whose speed drifts)
     """
     inputs = load_inputs(store, input_file)
-    command = _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples)
+    command = _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost)
     context = build_context(
         inputs["points"],
         sweeps=inputs["sweeps"],
@@ -84,12 +94,13 @@ def report(
         command=command,
         enforcement=inputs["enforcement"],
         source=inputs["source"],
+        cpu_cost=cpu_cost,
     )
     files = write_context(context, inputs["points"], out)
     emit(context if as_json else {"context": context, "files": files}, as_json, _render)
 
 
-def _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples) -> str:
+def _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost=False) -> str:
     """The command that reproduces this report, rebuilt from its options."""
     parts = ["sizer", "report"]
     parts += ["--store", str(store)] if store else ["--input", str(input_file)]
@@ -104,4 +115,6 @@ def _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, 
         parts += ["--dataset-gib", f"{dataset_gib:g}"]
     if job_samples is not None:
         parts += ["--job-samples", f"{job_samples:g}"]
+    if cpu_cost:
+        parts.append("--cpu-cost")
     return " ".join(shlex.quote(p) for p in parts)
