@@ -550,7 +550,7 @@ def build_context(
         fit = fits.get(name)
         workloads.append(
             _workload_context(name, wl_points, fit, catalog, target, tolerance, disk_classes, dataset_gib,
-                              job_samples, recommend)
+                              job_samples, recommend, cpu_cost)
         )
 
     sweeps_ctx = [
@@ -624,7 +624,7 @@ def _iso(ts: float | None) -> str | None:
 
 
 def _workload_context(name, points, fit, catalog, target, tolerance, disk_classes, dataset_gib, job_samples,
-                      recommend) -> dict[str, Any]:
+                      recommend, cpu_cost=False) -> dict[str, Any]:
     usable = [p for p in points if p.usable]
     units = Counter(p.unit for p in points)
     unit = fit.unit if fit is not None else units.most_common(1)[0][0]
@@ -640,7 +640,7 @@ def _workload_context(name, points, fit, catalog, target, tolerance, disk_classe
         "decodes": sorted({p.decode for p in usable if p.input != SYNTHETIC_INPUT}),
         "fitted": fit is not None,
     }
-    ctx["warnings"] = quality_warnings(points, fit)
+    ctx["warnings"] = quality_warnings(points, fit, cpu_cost)
     ctx["n_noisy"] = sum(1 for p in usable if p.status == "noisy")
     if fit is None:
         ctx.update(
@@ -744,10 +744,14 @@ def _workload_context(name, points, fit, catalog, target, tolerance, disk_classe
 
 NOISY_RATE_DROP = 0.10  # a rate that falls by more than this with more vCPUs says the host was busy
 ROUGH_MODEL_APE = 0.10  # a leave-one-out median error above this makes predictions rough
+# CPU-bound windows at one vCPU count whose CPU time per sample differs by more than this ran at
+# different speeds of the host (on lent H100 VMs: 3.3 against 4.9 ms an image at 2 vCPUs).
+CPU_COST_SPREAD = 0.20
 
 
-def quality_warnings(points: Sequence[Point], fit: Any) -> list[str]:
-    """Plain-words warnings about the measurements themselves, each derived from the figures."""
+def quality_warnings(points: Sequence[Point], fit: Any, cpu_cost: bool = False) -> list[str]:
+    """Plain-words warnings about the measurements themselves, each derived from the figures.
+    `cpu_cost`: the fit already took each window's CPU cost out (`--cpu-cost`)."""
     out = []
     usable = [p for p in points if p.usable]
     noisy = [p for p in usable if p.status == "noisy"]
@@ -783,12 +787,37 @@ def quality_warnings(points: Sequence[Point], fit: Any) -> list[str]:
                 f"The GPU-alone point ({ceiling:,.4g} {best.unit}, input already on the device) is slower than the "
                 f"real pipeline at {best.shape_label()} ({best.throughput:,.4g}): the ceiling is understated."
             )
+    moved = _cpu_cost_spread(usable)
+    if moved and not cpu_cost:
+        vcpus, low, high = moved
+        out.append(
+            f"CPU-bound windows at {vcpus} vCPUs spent {low:.2f} to {high:.2f} ms of CPU per sample "
+            f"({high / low - 1:.0%} apart): the host's speed moved during the sweep, or these shapes cost "
+            f"different CPU per sample; sizer report --cpu-cost fits with each window's CPU cost taken out."
+        )
     loo = _num(getattr(fit, "loo_median_ape", None)) if fit is not None else None
     if loo is not None and loo > ROUGH_MODEL_APE:
         out.append(
             f"The model misses held-out points by a median {loo:.0%}: its predictions for unmeasured shapes are rough."
         )
     return out
+
+
+def _cpu_cost_spread(points: Sequence[Point]) -> tuple[int, float, float] | None:
+    """The vCPU count whose CPU-bound windows differ most in CPU time per sample, with the least and
+    the most, where they differ by more than CPU_COST_SPREAD; None otherwise."""
+    from sizer.model import BUSY_CPU_UTIL
+
+    by_vcpus: dict[int, list[float]] = {}
+    for p in points:
+        ms = p.extra.get("cpu_ms_per_sample")
+        if (p.cpu_util_per_vcpu or 0.0) >= BUSY_CPU_UTIL and isinstance(ms, (int, float)) and ms > 0:
+            by_vcpus.setdefault(p.vcpus, []).append(float(ms))
+    spreads = [(max(v) / min(v), n, min(v), max(v)) for n, v in by_vcpus.items() if len(v) > 1]
+    if not spreads:
+        return None
+    ratio, vcpus, low, high = max(spreads)
+    return (vcpus, low, high) if ratio - 1 > CPU_COST_SPREAD else None
 
 
 def _disk_order(name: str) -> tuple[int, str]:

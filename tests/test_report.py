@@ -347,6 +347,10 @@ def test_cli_report_cpu_cost_fits_without_the_hosts_fast_moment_and_shows_the_po
     shown = {(p["vcpus"], p["ram_gib"], p["disk_class"]): p["measured"] for p in steady["points"]}
     assert shown[(4, 32.0, "ssd")] == pytest.approx(fast.throughput)  # the grid keeps the measurement
     assert data["cpu_cost"] is True and data["reproduce"]["command"].endswith("--cpu-cost")
+    # Without the option the report says why it might be wanted; with it, it does not.
+    (hint,) = [w for w in as_measured["warnings"] if "--cpu-cost" in w]
+    assert "at 4 vCPUs" in hint and "30% apart" in hint
+    assert not any("--cpu-cost" in w for w in steady["warnings"])
     # `sizer fit` and `sizer recommend` take the same option, through the same fit input.
     code, stdout, err = cli("fit", "--store", path, "--cpu-cost", "--json")
     assert code == 0, err
@@ -355,6 +359,21 @@ def test_cli_report_cpu_cost_fits_without_the_hosts_fast_moment_and_shows_the_po
     assert any("--cpu-cost" in n for n in fitted["notes"])
     code, stdout, err = cli("recommend", "--store", path, "--cpu-cost", "--json")
     assert code == 0 and json.loads(stdout)["recommendations"], err
+
+
+def test_cpu_cost_hint_needs_windows_apart_at_one_vcpu_count():
+    from sizer.points import Point
+
+    def window(v, ms, util=0.97):
+        return Point("w", v, 8.0, "ssd", 1000.0, "images/s", cpu_util_per_vcpu=util, extra={"cpu_ms_per_sample": ms})
+
+    # 4.0 against 4.6 ms (15%) is within what one host's moments give; 2 and 8 vCPUs differ for real.
+    steady = [window(4, 4.0), window(4, 4.6), window(2, 3.0), window(8, 6.0), window(4, 9.0, util=0.3)]
+    assert not any("--cpu-cost" in w for w in quality_warnings(steady, None))
+    moved = steady + [window(4, 3.2)]
+    (hint,) = [w for w in quality_warnings(moved, None) if "--cpu-cost" in w]
+    assert "at 4 vCPUs spent 3.20 to 4.60 ms" in hint
+    assert not any("--cpu-cost" in w for w in quality_warnings(moved, None, cpu_cost=True))
 
 
 def test_cli_report_cpu_cost_wants_a_store(tmp_path, points, cli):

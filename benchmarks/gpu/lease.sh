@@ -7,7 +7,8 @@
 # the store, the log and the reports under $OUT. Calls made back to back keep the same machine; on a
 # fresh machine the campaign starts again from its first step (a sweep never spans two machines).
 #
-# usage: bash benchmarks/gpu/lease.sh STEP...      (the campaign's steps; ignored once it runs)
+# usage: bash benchmarks/gpu/lease.sh STEP...      (the campaign's steps; ignored once it runs; a call
+#        without steps where no campaign runs exits 2)
 set -uo pipefail
 WAIT=${WAIT:-540}
 RUNS=${RUNS:-/root/gpu-runs}; mkdir -p "$RUNS"
@@ -19,6 +20,12 @@ pid=$(cat "$RUNS/campaign.pid" 2>/dev/null || true)
 if [ -e "$RUNS/campaign.done" ]; then
   echo "== campaign already done"
 elif [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+  if [ $# -eq 0 ]; then
+    # A call meant to follow a running campaign found none: the machine is a fresh one (the last
+    # went back), and a campaign of no steps would only mark itself done.
+    echo "== no campaign on this machine (a fresh one?) and no steps given: call again with the steps"
+    exit 2
+  fi
   setsid nohup bash benchmarks/gpu/campaign.sh "$@" >> "$LOG" 2>&1 < /dev/null &
   echo $! > "$RUNS/campaign.pid"
   echo "== started the campaign (pid $!): $*"

@@ -1,0 +1,18 @@
+"""The GPU host's campaign scripts (benchmarks/gpu/): what they do on a machine with no campaign yet."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_lease_call_without_steps_on_a_fresh_machine_starts_nothing(tmp_path):
+    # The call meant to follow a running campaign, made on a machine that replaced the last one.
+    env = {"PATH": "/usr/bin:/bin", "RUNS": str(tmp_path), "WAIT": "1", "HOME": str(tmp_path)}
+    done = subprocess.run(["bash", "benchmarks/gpu/lease.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no steps given" in done.stdout
+    assert not (tmp_path / "campaign.pid").exists() and not (tmp_path / "campaign.done").exists()
