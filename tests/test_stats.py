@@ -159,3 +159,26 @@ def test_stored_steps_show_where_the_loop_caught_up_with_the_loaders_backlog():
     assert stats.drained_warmup([5.0] + [0.054] * 100, 35, drain_s=1.0, round_steps=16) == 35 + 19  # 19 x 54 ms >= 1 s
     assert stats.window_start([5.0] + [0.085] * 40 + [0.239] + [0.085] * 40, 11, drain_s=6.0, round_steps=4) == 41
     assert stats.drained_warmup([5.0] + [0.054] * 30, 35, drain_s=1.0) == 31  # too few steps: all warm-up
+
+
+def test_the_budget_runs_from_the_end_of_the_first_step():
+    """A first step that takes longer than the budget (cold GPU libraries, cuDNN's autotuning: 17.5 s
+    on a fresh H100) must not leave the window a few steps."""
+    import time
+
+    from workloads.measure import Meter
+
+    never = -1.0  # a spread target no window meets: the meter runs to its budget
+    meter = Meter(warmup_steps=2, time_budget_s=0.3, min_steps=10, min_seconds=0.1, n_windows=5, gpu=False,
+                  spread_target=never)
+    time.sleep(0.6)  # the first step's one-time costs: twice the budget, past the hard stop
+    meter.step(0.6, 8)
+    assert meter.elapsed() < 0.05 and not meter.done()
+    window_steps = 0
+    while not meter.done():
+        time.sleep(0.01)
+        meter.step(0.01, 8)
+        window_steps += 1
+        assert window_steps < 1000
+    assert not meter.window_short  # the old clock, started before the first step, stopped it at 5 steps
+    assert 0.3 <= meter.elapsed() < 0.48  # the budget spent, not the hard stop

@@ -324,6 +324,11 @@ class Meter:
     least `min_steps` steps and `min_seconds` seconds; then, if the spread of `n_windows` window
     rates exceeds the target, it keeps going (up to `time_budget_s`) and otherwise stops.
 
+    The budget runs from the end of the first step. That step carries one-time costs no later step
+    has (the loader's first batch, cuDNN's autotuning, the GPU libraries read from a cold disk): on a
+    fresh H100 the first point of a sweep took 17.5 s for it, and a budget counted from before it
+    left that point's window 6 steps.
+
     A loader with W workers delivers batches in bursts of about W (each worker finishes a batch at
     about the same time), so `round_steps` = W makes every window span at least one whole round:
     shorter windows see a burst or a stall, not the rate (seen on an H200: 16 workers behind a
@@ -364,7 +369,7 @@ class Meter:
         self._measured_s = 0.0
         self._next_check_s = 0.0  # measured seconds at which the spread is judged next
         self.spread_checks = 0
-        self._t_start = time.perf_counter()
+        self._t_start: float | None = None  # the end of the first step (see the class)
         self._t_measure: float | None = None
         # Where a point's time goes, in seconds since the worker process started (see finish).
         self.timeline: dict[str, float] = {**_STAGES, "meter_created": process_age_s()}
@@ -418,6 +423,7 @@ class Meter:
     def step(self, seconds: float, samples: float) -> None:
         if not self.steps:
             self.timeline["first_step_done"] = process_age_s()
+            self._t_start = time.perf_counter()
         if self._t_measure is None and self.warmup_steps == 0 and not self.drain:
             self._open_window(self._snapshot(), ago_s=seconds)  # no warm-up: the first step is measured whole
         if self._t_measure is None:
@@ -430,7 +436,8 @@ class Meter:
         self._measured_s += seconds
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self._t_start
+        """Seconds of the budget spent: since the end of the first step."""
+        return 0.0 if self._t_start is None else time.perf_counter() - self._t_start
 
     @property
     def window_short(self) -> bool:
