@@ -108,15 +108,15 @@ def normalize_host_speed(points: list[Point]) -> tuple[list[Point], int]:
     """Busy points divided by their host-speed probe relative to the workload's median probe."""
     from host_drift import host_speed
 
-    scaled, factors = scale_busy_points(points, host_speed, reference_all=True)
-    return scaled, len(factors)
+    scaled = scale_busy_points(points, host_speed, reference_all=True)
+    return scaled, sum("speed_scale" in p.extra for p in scaled)
 
 
 def normalize_cpu_cost(points: list[Point]) -> tuple[list[Point], int]:
     """Busy points scaled by their window's CPU time per sample relative to the median at their vCPU
     count: what `sizer report --cpu-cost` fits on."""
-    scaled, factors = take_out_cpu_cost(points)
-    return scaled, len(factors)
+    scaled = take_out_cpu_cost(points)
+    return scaled, sum("speed_scale" in p.extra for p in scaled)
 
 
 def _load(store: Path | None, input_file: Path | None) -> list[Point]:

@@ -30,6 +30,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from sizer.diskclasses import DiskClass
+from sizer.errors import SizerError
 from sizer.points import Point, combine_passes
 
 SOURCES = ("fit", "measured", "disk-class", "fio", "fixed")
@@ -407,14 +408,13 @@ def window_cpu_speed(point: Point) -> float | None:
 
 
 def scale_busy_points(points: list[Point], speed, *, by_vcpus: bool = False,
-                      reference_all: bool = False) -> tuple[list[Point], dict[int, float]]:
+                      reference_all: bool = False) -> list[Point]:
     """The host's changing speed taken out of CPU-bound figures: a copy of `points` in which every
     busy point's rate is divided by its speed (`speed(p)`, None where unknown) relative to the median
     speed of its workload's busy points (of all its points with a speed: `reference_all`), or of those
-    at its vCPU count (`by_vcpus`, which keeps what more vCPUs cost per sample in the figures). The
-    points given are left as they are; returns the copy and the factor applied, by the index of the
-    point in `points`."""
-    index = {id(p): i for i, p in enumerate(points)}
+    at its vCPU count (`by_vcpus`, which keeps what more vCPUs cost per sample in the figures). A
+    scaled point is a new one with its factor in `extra["speed_scale"]`; the points given stay as
+    they are."""
     factors: dict[int, float] = {}
     for group in group_points(points).values():
         measured = [p for p in group if speed(p)]
@@ -423,19 +423,28 @@ def scale_busy_points(points: list[Point], speed, *, by_vcpus: bool = False,
         for p in measured if reference_all else busy:
             references.setdefault(p.vcpus if by_vcpus else None, []).append(speed(p))
         for p in busy:  # a synthetic-input point joins several groups: scaled once
-            factors.setdefault(index[id(p)], statistics.median(references[p.vcpus if by_vcpus else None]) / speed(p))
-    scaled = [dataclasses.replace(p, throughput=p.throughput * factors[i]) if i in factors else p
-              for i, p in enumerate(points)]
-    return scaled, factors
+            factors.setdefault(id(p), statistics.median(references[p.vcpus if by_vcpus else None]) / speed(p))
+    return [dataclasses.replace(p, throughput=p.throughput * f, extra={**p.extra, "speed_scale": f})
+            if (f := factors.get(id(p))) is not None else p for p in points]
 
 
-def take_out_cpu_cost(points: list[Point]) -> tuple[list[Point], dict[int, float]]:
+def take_out_cpu_cost(points: list[Point]) -> list[Point]:
     """Busy points scaled by their own window's CPU time per sample over the median of the busy points
-    at their vCPU count (`sizer report --cpu-cost`). Measured at the same moment as the rate, it says
-    how fast the shared host ran that window; a shape that really costs more CPU per sample than
-    others at its vCPU count is evened out with them too, which the model, one CPU term per
-    workload, could not tell apart anyway."""
+    at their vCPU count (`fit_points(cpu_cost=True)`, `sizer report --cpu-cost`). Measured at the
+    same moment as the rate, it says how fast the shared host ran that window; a shape that really
+    costs more CPU per sample than others at its vCPU count is evened out with them too, which the
+    model, one CPU term per workload, could not tell apart anyway."""
     return scale_busy_points(points, window_cpu_speed, by_vcpus=True)
+
+
+def _cpu_cost_note(group: list[Point]) -> str:
+    """The fit's note on what `cpu_cost` changed in one workload's measurements."""
+    factors = [p.extra["speed_scale"] for p in group if "speed_scale" in p.extra]
+    if not factors:
+        return "fitted with --cpu-cost: no CPU-bound point with its window's CPU time, so every figure is as measured"
+    return (f"fitted with --cpu-cost: {len(factors)} CPU-bound measurement(s) scaled by their window's CPU "
+            f"time per sample over the median at their vCPU count (x{min(factors):.2f} to x{max(factors):.2f}), "
+            f"taking the shared host's changing speed out; the points shown are as measured")
 
 
 def fit_points(
@@ -445,6 +454,7 @@ def fit_points(
     disk_mbps: dict[str, float] | None = None,
     loo: bool = True,
     smooth: bool | None = None,
+    cpu_cost: bool = False,
 ) -> dict[str, WorkloadFit]:
     """Fit the bottleneck model per workload.
 
@@ -453,9 +463,17 @@ def fit_points(
     `smooth`: None chooses between `min` and a smooth minimum by leave-one-out error; True/False forces.
     Workloads without a usable point are left out (nothing can be fitted from failures alone).
     A shape measured several times is fitted once, at its median (`points.combine_passes`).
+    `cpu_cost`: each measurement first goes through `take_out_cpu_cost`, and each fit says so.
     """
     if dataset_gib is not None and dataset_gib <= 0:
         raise ValueError("dataset_gib must be > 0")
+    scaled: dict[str, list[Point]] = {}
+    if cpu_cost:
+        if not any(window_cpu_speed(p) for p in points):
+            raise SizerError("--cpu-cost needs each window's CPU time per sample, which only a store keeps: "
+                             "give --store (a points.csv does not carry it)")
+        points = take_out_cpu_cost(points)
+        scaled = group_points(points)  # each measurement, before a shape's passes become one point
     fits: dict[str, WorkloadFit] = {}
     for name, group in group_points(combine_passes(points)).items():
         fit = _fit_workload(name, group, disk_classes, dataset_gib, disk_mbps or {}, loo, smooth)
@@ -465,6 +483,8 @@ def fit_points(
             if fit.reads_once:
                 fit.notes.append("reads each sample once: RAM beyond the workload's footprint cannot lift a "
                                  "disk bound (no later pass finds the data in the page cache)")
+            if cpu_cost:
+                fit.notes.append(_cpu_cost_note(scaled.get(name, [])))
             fits[name] = fit
     return fits
 

@@ -450,33 +450,6 @@ def _profile(points: Sequence[Point], host_gpus: list[str], target_gpu: str) -> 
     }
 
 
-# ---------------------------------------------------------------------------- the host's speed
-def cpu_cost_fit_input(points: list[Point]) -> tuple[list[Point], dict[str, str]]:
-    """What `--cpu-cost` fits on: `points` with `sizer.model.take_out_cpu_cost` applied, and the note
-    each fitted workload gets. Refused where no point carries its window's CPU time (a points.csv
-    does not keep it; stores written before sizer recorded it neither)."""
-    from sizer.model import group_points, take_out_cpu_cost
-
-    if not any(isinstance(p.extra.get("cpu_ms_per_sample"), (int, float)) for p in points):
-        raise SizerError("--cpu-cost needs each window's CPU time per sample, which only a store keeps: "
-                         "give --store (a points.csv does not carry it)")
-    scaled, factors = take_out_cpu_cost(points)
-    index = {id(p): i for i, p in enumerate(scaled)}
-    notes = {name: cpu_cost_note([factors[index[id(p)]] for p in group if index[id(p)] in factors])
-             for name, group in group_points(scaled).items()}
-    return scaled, notes
-
-
-def cpu_cost_note(factors: Sequence[float]) -> str:
-    """The model note that says what --cpu-cost changed in a workload's fit."""
-    if not factors:
-        return ("fitted with --cpu-cost: no CPU-bound point with its window's CPU time, so every figure "
-                "is as measured")
-    return (f"fitted with --cpu-cost: {len(factors)} CPU-bound measurement(s) scaled by their window's CPU "
-            f"time per sample over the median at their vCPU count (x{min(factors):.2f} to x{max(factors):.2f}), "
-            f"taking the shared host's changing speed out; the points shown are as measured")
-
-
 # ---------------------------------------------------------------------------- the context
 def build_context(
     points: Sequence[Point],
@@ -506,10 +479,6 @@ def build_context(
     points = combine_passes(measured)  # one figure per shape: the median of its passes
     if not points:
         raise SizerError("no points to report (measure some with `sizer sweep`, or give --input points.csv)")
-    fitted_on, cpu_cost_notes = None, {}
-    if cpu_cost:
-        scaled, cpu_cost_notes = cpu_cost_fit_input(measured)
-        fitted_on = scaled  # fit_points takes each shape at the median of its passes
     if not 0 < tolerance < 1:
         raise SizerError(f"tolerance must be a fraction between 0 and 1 (for example 0.05), got {tolerance:g}")
     if dataset_gib is not None and dataset_gib <= 0:
@@ -536,10 +505,8 @@ def build_context(
         known = sorted({normalize_gpu(r.gpu) for r in load_catalog(user_files=tuple(catalog_files))})
         raise SizerError(f"no catalog row has GPU {gpu!r} (known: {', '.join(known)})")
 
-    fits = fit_points(fitted_on if fitted_on is not None else points, disk_classes, dataset_gib=dataset_gib)
-    for name, fit in fits.items():
-        if name in cpu_cost_notes:
-            fit.notes.append(cpu_cost_notes[name])
+    # Every measurement: the fit takes each shape at the median of its passes, after --cpu-cost's scaling.
+    fits = fit_points(measured, disk_classes, dataset_gib=dataset_gib, cpu_cost=cpu_cost)
     # One report entry per fitted workload: a workload measured with several decode modes (or
     # inputs, or profiles) is fitted, and so reported, once per variant.
     by_workload = group_points(points)
@@ -806,13 +773,13 @@ def quality_warnings(points: Sequence[Point], fit: Any, cpu_cost: bool = False) 
 def _cpu_cost_spread(points: Sequence[Point]) -> tuple[int, float, float] | None:
     """The vCPU count whose CPU-bound windows differ most in CPU time per sample, with the least and
     the most, where they differ by more than CPU_COST_SPREAD; None otherwise."""
-    from sizer.model import BUSY_CPU_UTIL
+    from sizer.model import BUSY_CPU_UTIL, window_cpu_speed
 
     by_vcpus: dict[int, list[float]] = {}
     for p in points:
-        ms = p.extra.get("cpu_ms_per_sample")
-        if (p.cpu_util_per_vcpu or 0.0) >= BUSY_CPU_UTIL and isinstance(ms, (int, float)) and ms > 0:
-            by_vcpus.setdefault(p.vcpus, []).append(float(ms))
+        speed = window_cpu_speed(p)
+        if (p.cpu_util_per_vcpu or 0.0) >= BUSY_CPU_UTIL and speed:
+            by_vcpus.setdefault(p.vcpus, []).append(1000.0 / speed)
     spreads = [(max(v) / min(v), n, min(v), max(v)) for n, v in by_vcpus.items() if len(v) > 1]
     if not spreads:
         return None

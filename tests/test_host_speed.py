@@ -112,13 +112,15 @@ def test_cpu_cost_takes_a_slow_moment_out_within_a_vcpu_count_and_keeps_contenti
     unknown = Point("w", 2, 8.0, "ssd", 100.0, "images/s", status="ok", cpu_util_per_vcpu=0.99)
     points = [slow, typical, fast, *contended, idle, unknown]
     before = [p.throughput for p in points]
-    scaled, factors = take_out_cpu_cost(points)
-    assert sorted(factors) == [0, 1, 2, 3, 4]
+    scaled = take_out_cpu_cost(points)
+    assert ["speed_scale" in p.extra for p in scaled] == [True] * 5 + [False] * 2
     assert [p.throughput for p in points] == before  # the measured points stay as measured
+    assert not any("speed_scale" in p.extra for p in points)
     s_slow, s_typical, s_fast, s_contended, _, s_idle, s_unknown = scaled
     assert s_slow.throughput == pytest.approx(typical.throughput)
     assert s_fast.throughput == pytest.approx(typical.throughput)
-    assert factors[0] == pytest.approx(3.6 / 3.0) and factors[2] == pytest.approx(2.7 / 3.0)
+    assert s_slow.extra["speed_scale"] == pytest.approx(3.6 / 3.0)
+    assert s_fast.extra["speed_scale"] == pytest.approx(2.7 / 3.0)
     assert s_typical.throughput == pytest.approx(typical.throughput)
     assert s_contended.throughput == pytest.approx(contended[0].throughput)
     assert s_contended.throughput / 8 < s_typical.throughput / 2  # contention stays in the figures

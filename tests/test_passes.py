@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import statistics
 from pathlib import Path
 
 import pytest
@@ -178,14 +179,24 @@ def test_sweep_cost_splits_a_start_in_the_order_its_stages_happened(benchmark):
 
 
 def test_sweep_cost_counts_the_drains_that_outlasted_their_limit(benchmark):
-    """AC's H100 sweep, drained before the drain's first-fetch rule: 15 of its 60 loader-fed points
-    drained for longer than a backlog takes, the longest 10.9 s."""
+    """The H100 sweeps, each drain read from the store's own counters: AC's, drained before the
+    drain's first-fetch rule (15 of 60 drains past the limit, the longest 10.9 s), and AE's after it."""
     sweep_cost = benchmark("sweep_cost")
-    store = Path(__file__).resolve().parent.parent / "examples" / "h100-sweep" / "sizer.sqlite"
-    (train,) = sweep_cost.summarize(sweep_cost.point_costs(store))["workloads"]
-    assert train["drains"] == 60  # the synthetic-input point has no loader to drain
-    assert train["drains_over_limit"] == 15
-    assert train["max_drain_s"] == pytest.approx(10.92, abs=0.01)
-    assert 0.01 < train["median_drain_s"] < 1.0
+    examples = Path(__file__).resolve().parent.parent / "examples" / "h100-sweep"
+    seen = {}
+    for name in ("sizer.sqlite", "train-AE.sqlite"):
+        store = examples / name
+        with sqlite3.connect(store) as conn:
+            drains = [json.loads(raw)["counters"].get("drain_seconds") for (raw,) in conn.execute("SELECT result FROM points")]
+        drains = [d for d in drains if d is not None]  # the synthetic-input point has no loader to drain
+        (train,) = sweep_cost.summarize(sweep_cost.point_costs(store))["workloads"]
+        assert train["drains"] == len(drains)
+        assert train["max_drain_s"] == pytest.approx(max(drains))
+        assert train["median_drain_s"] == pytest.approx(statistics.median(drains))
+        assert train["drains_over_limit"] == sum(d > sweep_cost.DRAIN_MAX_S for d in drains)
+        seen[name] = train
+    before, after = seen["sizer.sqlite"], seen["train-AE.sqlite"]
+    assert (before["drains"], before["drains_over_limit"]) == (60, 15)
+    assert after["drains_over_limit"] < before["drains_over_limit"] and after["max_drain_s"] < 2.0
     assert sweep_cost.drain_figures([]) == {}
     assert sweep_cost.drain_figures([0.02, 0.04, 3.0])["drains_over_limit"] == 1

@@ -67,20 +67,13 @@ def load_points(store: Path | None, input_file: Path | None) -> list[Point]:
 def _fit(points: list[Point], dataset_gib: float | None, disk_classes_file: Path | None, cpu_cost: bool = False):
     from sizer.diskclasses import load_disk_classes
     from sizer.model import fit_points
-    from sizer.report import cpu_cost_fit_input
 
     if dataset_gib is not None and dataset_gib <= 0:
         raise SizerError(f"--dataset-gib must be > 0, got {dataset_gib:g}")
     table = load_disk_classes(disk_classes_file)
-    notes: dict[str, str] = {}
-    if cpu_cost:
-        points, notes = cpu_cost_fit_input(points)
-    fits = fit_points(points, table, dataset_gib=dataset_gib)
+    fits = fit_points(points, table, dataset_gib=dataset_gib, cpu_cost=cpu_cost)
     if not fits:
         raise SizerError("no usable points to fit (every point failed, timed out or ran out of memory)")
-    for name, fitted in fits.items():
-        if name in notes:
-            fitted.notes.append(notes[name])
     return fits, table
 
 
