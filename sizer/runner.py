@@ -49,6 +49,23 @@ class PointRun:
     cgroup: dict[str, Any] = field(default_factory=dict)
 
 
+def pycache_dir() -> Path:
+    """Where workers keep the bytecode their interpreter may not write beside its sources."""
+    return Path.home() / ".cache" / "sizer" / "pycache"
+
+
+def bytecode_env(environ: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """(variables to set, variables to drop) so a worker reads the frameworks' bytecode instead of
+    compiling their sources on every start. Where bytecode may not be written
+    (PYTHONDONTWRITEBYTECODE, as in an image whose site-packages hold no __pycache__), every point
+    compiled PyTorch and torchvision again: 7.5-8 s of imports per point on an H100 host, 2.6 s from
+    bytecode (benchmarks/worker_start.py, docs/PERFORMANCE.md). The bytecode then goes to sizer's
+    own cache (PYTHONPYCACHEPREFIX, or the one the caller set), never beside the sources."""
+    if not environ.get("PYTHONDONTWRITEBYTECODE"):
+        return {}, []
+    return {"PYTHONPYCACHEPREFIX": environ.get("PYTHONPYCACHEPREFIX") or str(pycache_dir())}, ["PYTHONDONTWRITEBYTECODE"]
+
+
 def interpreter_for(interpreter: str) -> tuple[str, dict[str, str]]:
     """(python executable, extra environment) for a workload class's `interpreter` attribute."""
     if not interpreter:
@@ -165,6 +182,10 @@ def _run_point_in(
     # Framework thread pools follow the shape's vCPU count, as they would on that instance.
     child_env.update({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONUNBUFFERED": "1"})
     child_env.update(env or {})
+    set_vars, drop_vars = bytecode_env(child_env)
+    child_env.update(set_vars)
+    for name in drop_vars:
+        child_env.pop(name, None)
 
     join = group.preexec() if group is not None else None
     arm = _die_with_parent()

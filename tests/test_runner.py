@@ -142,3 +142,26 @@ def test_a_point_folder_orphaned_by_a_killed_sizer_goes_with_the_next_point(tmp_
     run = run_point(Spec(workload="cpu-spin", vcpus=1, time_budget_s=1), AffinityBackend().create(LimitRequest(cpus=(0,))))
     assert run.result.status in ("ok", "noisy")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, older.name])  # its own folder went too
+
+
+def test_a_worker_that_may_not_write_bytecode_keeps_it_in_sizers_cache(tmp_path, monkeypatch):
+    """Where PYTHONDONTWRITEBYTECODE is set, the worker reads and writes its bytecode in sizer's own
+    cache instead of compiling the frameworks on every start; elsewhere the environment is left alone."""
+    import sizer.runner as runner
+
+    cache = tmp_path / "pycache"
+    monkeypatch.setattr(runner, "pycache_dir", lambda: cache)
+    group = AffinityBackend().create(LimitRequest(cpus=(0,)))
+    spec = Spec(workload="mem-hog", vcpus=1, time_budget_s=1, config={"mib": 8})
+
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    assert run_point(spec, group).result.status == "ok"
+    assert not cache.exists()  # nothing to change: bytecode goes where the interpreter puts it
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    assert run_point(spec, group).result.status == "ok"
+    written = {p.name.split(".")[0] for p in cache.rglob("*.pyc")}
+    assert {"stress", "measure", "protocol"} <= written  # the worker's own modules, compiled once, kept
+    assert runner.bytecode_env({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/x"}) == (
+        {"PYTHONPYCACHEPREFIX": "/x"}, ["PYTHONDONTWRITEBYTECODE"])

@@ -36,6 +36,7 @@ def profiles(arch: str, gpu_size: int, gpu_resize: int, small_model: str, small_
             "device": "cuda",
             "precision": "bf16",
             "channels_last": True,
+            "cudnn_benchmark": False,  # cuDNN's autotuning (torch_common.setup_device)
         },
         "cpu-small": {
             **common,

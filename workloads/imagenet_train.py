@@ -64,6 +64,7 @@ def profiles(
         "device": "cuda",
         "precision": "bf16",
         "channels_last": True,
+        "cudnn_benchmark": False,  # cuDNN's autotuning (torch_common.setup_device)
     }
     small = {
         **common,

@@ -85,7 +85,8 @@ class PtbLstmTrain(Workload):
     stresses = "GPU, little else"
     defaults = {
         "gpu": {"hidden": 650, "layers": 2, "dropout": 0.5, "bptt": 35, "batch_size": 20, "tied": False,
-                "init": 0.05, "lr": 1.0, "clip": 5.0, "device": "cuda", "precision": "fp32", "warmup_steps": 5},
+                "init": 0.05, "lr": 1.0, "clip": 5.0, "device": "cuda", "precision": "fp32", "warmup_steps": 5,
+                "cudnn_benchmark": False},
         "cpu-small": {"hidden": 200, "layers": 2, "dropout": 0.0, "bptt": 20, "batch_size": 20, "tied": False,
                       "init": 0.1, "lr": 1.0, "clip": 5.0, "device": "cpu", "precision": "fp32", "warmup_steps": 3},
     }
