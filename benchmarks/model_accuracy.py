@@ -26,8 +26,11 @@ vCPUs cost per sample (contention) stays in the figures.
 
 --passes K keeps only the measurements of the first K passes of a sweep measured with `--passes`:
 run with 1, 2, ... on one store, it shows, from one run, what each further pass bought.
+--tiebreak SPREAD (with --passes K) adds pass K+1 only for the shapes whose first K figures differ
+by more than SPREAD (max over min less 1): what a sweep that measured a shape again only where its
+passes disagree would have given, from a sweep that measured K+1 passes of every shape.
 
-Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv) [--host-speed | --cpu-cost] [--passes K] [--json]
+Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv) [--host-speed | --cpu-cost] [--passes K [--tiebreak SPREAD]] [--json]
 """
 
 from __future__ import annotations
@@ -104,6 +107,23 @@ def first_passes(points: list[Point], k: int) -> list[Point]:
     return [p for p in points if int(p.extra.get("pass", 1)) <= k]
 
 
+def tiebreak_passes(points: list[Point], k: int, spread: float) -> tuple[list[Point], int]:
+    """The first `k` passes of every shape, and pass k+1 of the shapes whose first `k` usable figures
+    differ by more than `spread` (max / min - 1); with the count of measurements so added."""
+    from sizer.points import repeat_key
+
+    if not spread > 0:
+        raise SizerError(f"--tiebreak wants a spread above 0 (0.1 = 10%), got {spread:g}")
+    kept = first_passes(points, k)
+    rates: dict[tuple, list[float]] = {}
+    for p in kept:
+        if p.usable:
+            rates.setdefault(repeat_key(p), []).append(p.throughput)
+    torn = {key for key, r in rates.items() if len(r) >= 2 and max(r) / min(r) - 1 > spread}
+    extra = [p for p in points if int(p.extra.get("pass", 1)) == k + 1 and repeat_key(p) in torn]
+    return kept + extra, len(extra)
+
+
 def normalize_host_speed(points: list[Point]) -> tuple[list[Point], int]:
     """Busy points divided by their host-speed probe relative to the workload's median probe."""
     from host_drift import host_speed
@@ -135,11 +155,19 @@ def main(argv: list[str] | None = None) -> int:
                        help="take the host's changing speed out first (each window's CPU time per sample)")
     parser.add_argument("--passes", type=int, metavar="K",
                         help="use only the first K passes of a sweep measured with --passes (what fewer would have given)")
+    parser.add_argument("--tiebreak", type=float, metavar="SPREAD",
+                        help="with --passes K: add pass K+1 only where a shape's first K figures differ by more than SPREAD")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.tiebreak is not None and args.passes is None:
+        print("model_accuracy: error: --tiebreak needs --passes K (the passes the tie-break follows)", file=sys.stderr)
+        return 2
     try:
         points = _load(args.store, args.input)
-        if args.passes is not None:
+        if args.tiebreak is not None:
+            points, n = tiebreak_passes(points, args.passes, args.tiebreak)
+            print(f"tie-break: {n} measurement(s) of pass {args.passes + 1} added", file=sys.stderr)
+        elif args.passes is not None:
             points = first_passes(points, args.passes)
         if args.host_speed:
             points, n = normalize_host_speed(points)

@@ -123,13 +123,10 @@ def measure(repeats: int) -> dict:
     finally:
         holder.kill()
         holder.wait()
-    try:
-        import torch
+    import torch
 
-        out["gpu"] = torch.cuda.get_device_name(0)
-        out["torch"] = torch.__version__
-    except Exception:  # noqa: BLE001
-        pass
+    out["gpu"] = torch.cuda.get_device_name(0)
+    out["torch"] = torch.__version__
     out["rows"] = {name: {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)} for name, v in rows.items()}
     return out
 
@@ -141,6 +138,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.repeats < 1:
         print("worker_start: error: --repeats wants 1 or more", file=sys.stderr)
+        return 2
+    import torch
+
+    if not torch.cuda.is_available():
+        print("worker_start: error: needs a CUDA GPU (none is visible here)", file=sys.stderr)
         return 2
     out = measure(args.repeats)
     if args.json:

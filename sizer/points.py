@@ -98,7 +98,7 @@ def workload_reads_once(name: str) -> bool:
     return bool(cls is not None and cls.reads_once)
 
 
-def _repeat_key(p: Point) -> tuple:
+def repeat_key(p: Point) -> tuple:
     """What makes two points measurements of one thing: the workload as run, the shape, the GPU and
     the host's CPU calibration (points of two hosts stay apart)."""
     return (p.workload, p.profile, p.input, p.decode, p.unit, p.gpu_model, p.calibration_ips, p.reads_once,
@@ -116,7 +116,7 @@ def combine_passes(points: Iterable[Point]) -> list[Point]:
     combining twice changes nothing."""
     groups: dict[tuple, list[Point]] = {}
     for p in points:
-        groups.setdefault(_repeat_key(p), []).append(p)
+        groups.setdefault(repeat_key(p), []).append(p)
     out: list[Point] = []
     for group in groups.values():
         usable = sorted((p for p in group if p.usable), key=lambda p: p.throughput)

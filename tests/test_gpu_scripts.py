@@ -16,3 +16,18 @@ def test_a_lease_call_without_steps_on_a_fresh_machine_starts_nothing(tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no steps given" in done.stdout
     assert not (tmp_path / "campaign.pid").exists() and not (tmp_path / "campaign.done").exists()
+
+
+def test_worker_start_refuses_a_host_without_a_gpu_in_one_line():
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        import pytest
+
+        pytest.skip("a GPU is visible: the script would measure")
+    done = subprocess.run([sys.executable, "benchmarks/worker_start.py"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == "worker_start: error: needs a CUDA GPU (none is visible here)"

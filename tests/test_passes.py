@@ -118,6 +118,20 @@ def test_the_median_of_three_passes_takes_a_slow_moment_out_of_the_held_out_erro
         bench.first_passes(passes, 0)
 
 
+def test_a_tiebreak_keeps_the_next_pass_only_where_the_first_passes_disagree(benchmark):
+    bench = benchmark("model_accuracy")
+    torn = [_point(1000.0), _point(1300.0, **{"pass": 2}), _point(1100.0, **{"pass": 3})]
+    agreed = [_point(1900.0, vcpus=8), _point(1950.0, vcpus=8, **{"pass": 2}), _point(2500.0, vcpus=8, **{"pass": 3})]
+    points, added = bench.tiebreak_passes(torn + agreed, 2, 0.1)
+    assert added == 1 and torn[2] in points and agreed[2] not in points and len(points) == 5
+    shape = next(p for p in combine_passes(points) if p.vcpus == 4)
+    assert shape.throughput == 1100.0  # the third measurement breaks the tie: the median of three
+    assert bench.tiebreak_passes(torn + agreed, 2, 0.5)[1] == 0  # 30% apart is within a 50% spread
+    with pytest.raises(SizerError, match="--tiebreak wants a spread above 0"):
+        bench.tiebreak_passes(torn, 2, 0.0)
+    assert bench.main(["--tiebreak", "0.1", "--input", "nothing.csv"]) == 2  # refused before any reading
+
+
 def test_the_report_shows_the_median_and_the_range_of_a_shape(tmp_path):
     from sizer.report import build_context, render_html
 
