@@ -31,3 +31,26 @@ def test_worker_start_refuses_a_host_without_a_gpu_in_one_line():
                           timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == "worker_start: error: needs a CUDA GPU (none is visible here)"
+
+
+def test_worker_start_refuses_an_unknown_part_before_looking_for_a_gpu():
+    import sys
+
+    done = subprocess.run([sys.executable, "benchmarks/worker_start.py", "--parts", "train,warp"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == ("worker_start: error: --parts takes import, context, train, infer "
+                                   "(got 'train,warp')")
+
+
+def test_worker_start_prints_a_stored_run_again_without_a_gpu():
+    import sys
+
+    done = subprocess.run([sys.executable, "benchmarks/worker_start.py", "--from",
+                           "examples/h100-sweep/worker_start-AF.json"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("NVIDIA H100 80GB HBM3, PyTorch 2.11.0+cu130, persistence mode on")
+    # AF's median steady rate without autotuning, as stored.
+    assert any(line.startswith("steady images/s, autotuning off") and "3987.06" in line
+               for line in done.stdout.splitlines()), done.stdout

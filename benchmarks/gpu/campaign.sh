@@ -5,7 +5,8 @@
 # CPU-decoding pipeline's variants at a few vCPU counts) or `overhead` (benchmarks/loader_overhead.py:
 # the loader against the calibration, alone or step by step up to training; OVERHEAD_WORKERS, default
 # 4; OVERHEAD_VARIANTS, default the script's; OVERHEAD_CONSUMER_CPU own or shared; OVERHEAD_REPEATS,
-# default 3). Ends with the
+# default 3) or `start` (benchmarks/worker_start.py: a worker's first training and inference steps with
+# and without cuDNN's autotuning; START_PARTS, default train,infer; START_REPEATS, default 2). Ends with the
 # report, sweep cost and held-out accuracy of the whole store (as measured and with --cpu-cost), and
 # touches $RUNS/campaign.done.
 #
@@ -27,6 +28,14 @@ for step in "$@"; do
     python3 benchmarks/loader_variants.py --vcpus "${VARIANT_VCPUS:-4,16}" --ram "${VARIANT_RAM:-32G}" \
       --variants "${VARIANTS:-default,worker,quota,calib,calib-worker}" --budget "${VARIANT_BUDGET:-14}" ${VARIANT_CALIB_BUDGET:+--calib-budget "$VARIANT_CALIB_BUDGET"} --repeats "${VARIANT_REPEATS:-1}" --data "${SIZER_DATA:-/root/sizer-data}" \
       --out "$RUNS/loader_variants.json"
+    continue
+  fi
+  if [ "$step" = start ]; then
+    [ -s "$RUNS/worker_start.json" ] && continue
+    echo "== $(date -u +%T) a worker's start: ${START_PARTS:-train,infer}"
+    python3 benchmarks/worker_start.py --parts "${START_PARTS:-train,infer}" --repeats "${START_REPEATS:-2}" \
+      --json > "$RUNS/worker_start.json.part" && mv "$RUNS/worker_start.json.part" "$RUNS/worker_start.json" \
+      && python3 benchmarks/worker_start.py --from "$RUNS/worker_start.json"
     continue
   fi
   if [ "$step" = overhead ]; then
