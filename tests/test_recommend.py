@@ -14,7 +14,7 @@ import pytest
 from sizer.catalog import load_catalog
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
-from sizer.model import fit_points, simulate_points
+from sizer.model import SYNTHETIC_INPUT, fit_points, simulate_points
 from sizer.points import write_points_csv
 from sizer.recommend import Option, Recommendation, recommend
 
@@ -300,6 +300,21 @@ def test_the_ceiling_is_the_gpus_only_for_a_job_that_ran_one(disk_classes, gpu_b
     else:
         assert fit.ceiling_name == "ceiling" and "of the ceiling" in rec.reason
         assert not any("GPU ceiling" in t for t in texts)
+
+
+def test_a_gpu_jobs_ceiling_is_the_gpus_only_where_a_point_measured_it(disk_classes):
+    """Without a point with input on the device, the fitted level is what the points reach (an
+    H100's inference sweep: its CPU-bound level), not the GPU's own speed."""
+    import dataclasses
+
+    points = simulate_points("w", _truth(gpu_ceiling=1000.0, per_vcpu=2000.0), VCPUS, DISKS, (8.0, 32.0),
+                             noise=0.02, seed=3, gpu_model="A10G")
+    points = [dataclasses.replace(p, gpu_util_pct=80.0) for p in points if p.input != SYNTHETIC_INPUT]
+    fit = fit_points(points, disk_classes)["w"]
+    rec = recommend(fit, load_catalog(gpu="A10G"), "A10G", disk_classes=disk_classes)
+    assert fit.uses_gpu and fit.params["gpu_ceiling"].source == "fit"
+    assert fit.ceiling_name == "ceiling" and rec.ceiling_name == "ceiling"
+    assert not any("GPU ceiling" in t for t in [rec.reason, *(o.reason for o in rec.considered)])
 
 
 def test_a_choice_that_rests_on_more_vcpus_than_were_measured_says_so(disk_classes):

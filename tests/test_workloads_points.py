@@ -97,6 +97,16 @@ def test_training_on_synthetic_input_skips_the_loader(imagenet, tmp_path):
     assert "loader_workers" not in r.extra and "epochs" not in r.extra
 
 
+def test_inference_on_synthetic_input_skips_the_loader_and_times_the_model(imagenet, tmp_path):
+    r = measure("resnet50-infer", imagenet, tmp_path, {"input": "synthetic"})
+    assert r.throughput > 0 and r.status in ("ok", "noisy")
+    assert "loader_workers" not in r.extra and "dataset_images" not in r.extra
+    assert "drained_batches" not in r.counters  # nothing read ahead to drain
+    # The model alone: its share of a batch is the whole step, at the measured rate.
+    batch = r.config["batch_size"]
+    assert 0 < r.extra["batch_latency_p50_ms"] <= 1000 * batch / r.throughput * 1.5
+
+
 @pytest.mark.parametrize("name", ["resnet50-infer", "alexnet-infer", "googlenet-infer", "vgg16-infer", "inception_v3-infer"])
 def test_inference_point_with_latency_percentiles(name, imagenet, tmp_path):
     r = measure(name, imagenet, tmp_path, {"input": "tar"} if name == "vgg16-infer" else None)
