@@ -86,13 +86,7 @@ class ImagenetInfer(Workload):
         size, batch_size = int(cfg["image_size"]), int(cfg["batch_size"])
         extra = result.extra
         if source == "synthetic":
-            memory_format = torch.channels_last if channels_last else torch.preserve_format
-
-            def make_batch():
-                x = torch.randn(batch_size, 3, size, size, device=device).contiguous(memory_format=memory_format)
-                return x, None
-
-            loader: Any = tc.synthetic_batches(make_batch)
+            loader: Any = tc.synthetic_batches(lambda: (tc.synthetic_images(batch_size, size, device, channels_last), None))
             workers, samples, dataset = 0, None, None
             warmup = int(cfg["warmup_steps"]) + 2
         else:

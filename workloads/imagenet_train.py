@@ -107,7 +107,6 @@ class ImagenetTrain(Workload):
             raise ValueError("decode=gpu needs device=cuda (the gpu profile)")
         size, batch_size = int(cfg["image_size"]), int(cfg["batch_size"])
         channels_last = bool(cfg["channels_last"])
-        memory_format = torch.channels_last if channels_last else torch.preserve_format
         extra = result.extra
         gpu_decode = decode == "gpu" and source != "synthetic"
         register = source != "synthetic" and tc.use_registered_buffers(cfg, cuda, gpu_decode, normalize)
@@ -117,9 +116,8 @@ class ImagenetTrain(Workload):
         if source == "synthetic":
 
             def make_batch():
-                x = torch.randn(batch_size, 3, size, size, device=device).contiguous(memory_format=memory_format)
-                y = torch.randint(0, tc.NUM_CLASSES, (batch_size,), device=device)
-                return x, y
+                x = tc.synthetic_images(batch_size, size, device, channels_last)
+                return x, torch.randint(0, tc.NUM_CLASSES, (batch_size,), device=device)
 
             loader: Any = tc.synthetic_batches(make_batch)
             warmup = int(cfg["warmup_steps"]) + 2

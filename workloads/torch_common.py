@@ -969,6 +969,15 @@ def run_epochs(
     return steps
 
 
+def synthetic_images(batch_size: int, size: int, device: str, channels_last: bool) -> Any:
+    """One random batch of normalized images on the device, in the model's memory format: the
+    input of a point that measures the model alone (input: synthetic)."""
+    import torch
+
+    x = torch.randn(batch_size, 3, size, size, device=device)
+    return x.contiguous(memory_format=torch.channels_last) if channels_last else x
+
+
 def synthetic_batches(make: Callable[[], Any]):
     """An endless 'loader' that yields the same device-resident batch (input: synthetic)."""
     batch = make()
