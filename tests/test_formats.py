@@ -200,3 +200,19 @@ print(json.dumps(out))
         data, our_label = ours[i]
         assert (key, flag, rid, rid2) == (ours.ids[i], 0, ours.ids[i], 0)
         assert int(label) == our_label and digest == hashlib.sha1(data).hexdigest()
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 110_000, 300_000])
+def test_read_file_gives_the_whole_file(tmp_path, size):
+    path = tmp_path / "f.bin"
+    data = os.urandom(size)
+    path.write_bytes(data)
+    assert formats.read_file(str(path)) == data
+
+
+def test_image_folder_reads_the_files_bytes(image_dir):
+    folder = formats.open_image_dataset(image_dir, "files", split="train")
+    for i in range(len(folder)):
+        data, label = folder[i]
+        assert data == folder.files()[i].read_bytes()
+        assert label == folder.samples[i][1]
