@@ -143,8 +143,12 @@ def _match_predicted(p: Point, fit: Any, residuals: dict[int, float], fitted: li
     return None
 
 
-def vcpu_knee(points: Sequence[Point], ceiling: float | None, tolerance: float) -> list[dict[str, Any]]:
+def vcpu_knee(points: Sequence[Point], ceiling: float | None, tolerance: float,
+              ceiling_name: str = "ceiling") -> list[dict[str, Any]]:
     """Fewest measured vCPUs within `tolerance` of the ceiling, per decode mode.
+
+    `ceiling_name` is what the fit calls its ceiling ("GPU ceiling" only where it was measured with
+    input on the device), so the knee's sentence says which one it is.
 
     For each vCPU count the best measured rate over disk classes and RAM sizes is taken (the knee
     is about vCPUs; disk and RAM have their own answer). `knee_vcpus` is None when no measured
@@ -168,7 +172,7 @@ def vcpu_knee(points: Sequence[Point], ceiling: float | None, tolerance: float) 
             {
                 "decode": decode,
                 "ceiling": reference,
-                "ceiling_source": "the fitted ceiling" if ceiling else "best measured rate",
+                "ceiling_source": f"the {ceiling_name}" if ceiling else "best measured rate",
                 "bound": bound,
                 "knee_vcpus": knee,
                 "knee_throughput": best[knee].throughput if knee is not None else None,
@@ -667,7 +671,7 @@ def _workload_context(name, points, fit, catalog, target, tolerance, disk_classe
         knee={
             "tolerance": tolerance,
             "ceiling": ceiling,
-            "by_decode": vcpu_knee(points, ceiling, tolerance),
+            "by_decode": vcpu_knee(points, ceiling, tolerance, fit.ceiling_name),
             "predicted_vcpus": knee_pred,
             "predicted_at": {"ram_gib": ram_high, "disk_mbps": fastest},
         },

@@ -167,6 +167,15 @@ def test_vcpu_knee_not_reached_says_how_close():
     assert knee["best_fraction"] == pytest.approx(600 / 1.06 / 1200)
 
 
+def test_vcpu_knee_names_the_ceiling_as_the_fit_does():
+    points = make_points(vcpus=(1, 2, 4), noise=0.0)
+    (measured,) = vcpu_knee(points, 500.0, 0.05, "GPU ceiling")
+    (fitted,) = vcpu_knee(points, 500.0, 0.05)
+    (none,) = vcpu_knee(points, None, 0.05)
+    assert measured["ceiling_source"] == "the GPU ceiling" and fitted["ceiling_source"] == "the ceiling"
+    assert none["ceiling_source"] == "best measured rate"
+
+
 def test_host_without_gpu_is_an_illustration_against_a_labelled_target():
     small = make_points(G=60.0, c=25.0, b=0.03, profile="cpu-small", gpu_model="", vcpus=(1, 2), rams=(4.0,),
                         disks=("local-nvme", "standard"))
