@@ -456,8 +456,9 @@ class ImageFolder(_Reader):
 def read_file(path: str) -> bytes:
     """A whole file's bytes in four system calls (open, fstat, read, close). `open(path, "rb").read()`
     makes nine (an isatty ioctl, two lseeks, a second fstat, a read to find the end) through a
-    buffered reader: about 20 us more CPU per 110 KB JPEG a loader worker reads from the page cache,
-    1% of its decode (measured on the dev host, a worker timed step by step)."""
+    buffered reader: about 20 us more CPU per 110 KB JPEG a worker reads from the page cache, 1% of
+    its decode on the dev host; with twelve workers on an H200 their work beyond decoding fell from
+    7-8% to 3-6% of it (docs/PERFORMANCE.md, "Harness fidelity")."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         size = os.fstat(fd).st_size

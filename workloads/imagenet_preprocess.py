@@ -52,19 +52,14 @@ def resize_short_side(data: bytes, short_side: int, quality: int, draft: bool) -
     return out.getvalue()
 
 
-def _read_file(path: str) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read()
-
-
 def _process_chunk(task: tuple[str, list[tuple[str, int]], int, int, bool, int]) -> list[tuple[str, bytes, int, int]]:
     """Worker: (root, [(relative path, label)], short side, quality, draft, read threads) ->
     [(key, bytes, label, bytes in)]. A few threads read the chunk's files ahead while this process
     decodes, so a cold read's latency overlaps decoding instead of adding to it."""
-    from workloads.formats import read_ahead
+    from workloads.formats import read_ahead, read_file
 
     root, items, short_side, quality, draft, read_threads = task
-    contents = read_ahead(_read_file, [os.path.join(root, rel) for rel, _ in items], max(1, read_threads))
+    contents = read_ahead(read_file, [os.path.join(root, rel) for rel, _ in items], max(1, read_threads))
     out = []
     for (rel, label), data in zip(items, contents):
         packed = data if short_side <= 0 else resize_short_side(data, short_side, quality, draft)
