@@ -209,11 +209,14 @@ def test_quality_warnings_come_from_the_figures():
     one = next(p for p in busy if p.vcpus == 1 and p.ram_gib == 8 and p.disk_class == "ssd")
     two = next(p for p in busy if p.vcpus == 2 and p.ram_gib == 8 and p.disk_class == "ssd")
     one.status, one.spread = "noisy", 0.4
+    other = next(p for p in busy if p.vcpus == 4 and p.ram_gib == 8 and p.disk_class == "ssd")
+    other.status, other.spread = "noisy", 0.1
     two.throughput = 0.5 * one.throughput  # more vCPUs, half the rate
     busy[0].throughput = 600.0  # the GPU-alone point below the real pipeline's best
     warnings = quality_warnings(busy, None)
     assert len(warnings) == 3
-    assert "1 of 37 points were flagged noisy" in warnings[0] and "40%" in warnings[0]
+    assert "2 of 37 points were flagged noisy" in warnings[0]
+    assert "25% (median), up to 40% (at 1 vCPU" in warnings[0]
     assert "from 150 at 1 to 75 images/s at 2 vCPUs" in warnings[1]
     assert "GPU-alone point (600 images/s" in warnings[2]
     ctx = build_context(busy, gpu="H100")

@@ -13,6 +13,7 @@ from workloads import stats
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "h200-sweep" / "sizer.sqlite"
+TRAIN_AB = ROOT / "examples" / "h200-sweep" / "train-AB.sqlite"  # AB's sweep, before AN's replaced it
 
 
 def _example_point(source: Path, tmp_path: Path, key: str):
@@ -63,7 +64,7 @@ def test_drained_leaves_the_loaders_backlog_out_of_stored_windows(tmp_path, benc
     """AB's 16-vCPU SSD point took the batches its loader made before the window at the GPU's pace:
     as measured it read 3,050 images/s, 12% above what a 300 MB/s disk gives of 0.110 MB images."""
     key = "resnet50-train/gpu/16vcpu-32gib-ssd#p2"
-    store, conn, point_id, result = _example_point(EXAMPLE, tmp_path, key)
+    store, conn, point_id, result = _example_point(TRAIN_AB, tmp_path, key)
     before = result["extra"].pop("drained")  # back to the point as it was measured
     warmup = result["counters"]["warmup_steps"] - before["drain_steps"]
     result["steps"] = [[row[0], row[1], 1.0 if i < warmup else 0.0] for i, row in enumerate(result["steps"])]
