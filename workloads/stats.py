@@ -122,24 +122,27 @@ def window_rate(steps: Sequence[Sequence[float]], round_steps: int = 1) -> float
 
 
 def window_rates(steps: Sequence[Sequence[float]], n_windows: int, round_steps: int = 1) -> list[float]:
-    """Split the measured (non-warm-up) steps into `n_windows` consecutive windows of about equal
-    sample counts and return each window's rate (samples / seconds). Windows never split a step,
-    nor a round of `round_steps` steps (see `_rounds`).
+    """Split the measured (non-warm-up) steps into at most `n_windows` consecutive windows of about
+    equal sample counts and return each window's rate (samples / seconds). Windows never split a
+    step, nor a round of `round_steps` steps (see `_rounds`), and hold two rounds or more where the
+    window has two: a window of one round is one burst of batches, and its rate says where the burst
+    fell (seen on an H200 at 2 vCPUs: 9 rounds in five windows left the last one a round of two
+    ready batches, 7,523 images/s beside four of 605-684, a spread of 1,073%). The cuts fall where
+    the samples so far reach each window's share of the total, so no runt is left at the end.
     """
     if n_windows < 1:
         raise ValueError("n_windows must be >= 1")
     rounds = _rounds(steps, round_steps)
-    if len(rounds) < n_windows:
-        n_windows = max(1, len(rounds))
     if not rounds:
         return []
+    n_windows = max(1, min(n_windows, len(rounds) // 2))
     total = sum(n for _, n in rounds)
-    target = total / n_windows
-    rates, secs, samples = [], 0.0, 0.0
+    rates, secs, samples, so_far = [], 0.0, 0.0, 0.0
     for dt, n in rounds:
         secs += dt
         samples += n
-        if samples >= target * (1 - 1e-9) and len(rates) < n_windows - 1:
+        so_far += n
+        if so_far >= total * (len(rates) + 1) / n_windows * (1 - 1e-9) and len(rates) < n_windows - 1:
             rates.append(samples / secs if secs > 0 else 0.0)
             secs, samples = 0.0, 0.0
     if samples > 0:
