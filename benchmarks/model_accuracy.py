@@ -29,8 +29,13 @@ run with 1, 2, ... on one store, it shows, from one run, what each further pass 
 --tiebreak SPREAD (with --passes K) adds pass K+1 only for the shapes whose first K figures differ
 by more than SPREAD (max over min less 1): what a sweep that measured a shape again only where its
 passes disagree would have given, from a sweep that measured K+1 passes of every shape.
+--refine N (with --passes K) adds pass K+1 only for each workload's N shapes with the largest
+held-out error after the first K passes: what a sweep that measured again the shapes its model
+predicts worst would have given (a shape whose passes both ran fast, by amounts within a
+tie-break's spread, is singled out by its error, not by its spread; one fast by the same amount
+twice stays so, since the median of three keeps two agreeing figures).
 
-Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv) [--host-speed | --cpu-cost] [--passes K [--tiebreak SPREAD]] [--json]
+Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv) [--host-speed | --cpu-cost] [--passes K [--tiebreak SPREAD | --refine N]] [--json]
 """
 
 from __future__ import annotations
@@ -58,10 +63,15 @@ def _fit_one(name: str, group: list[Point], table, loo: bool = True):
 
 def _errors(name: str, points: list[Point], hold, table) -> list[float]:
     """Absolute percentage errors of held-out points; `hold(p)` gives the group key of a point."""
+    return [err for errs in _held_out(name, points, hold, table).values() for err in errs]
+
+
+def _held_out(name: str, points: list[Point], hold, table) -> dict:
+    """The absolute percentage errors of the held-out points of each group key `hold(p)`."""
     usable = [p for p in points if p.usable]
     real = [p for p in usable if p.input != SYNTHETIC_INPUT]
     keys = sorted({hold(p) for p in real}, key=str)
-    errors = []
+    errors: dict = {}
     for key in keys:
         train = [p for p in usable if p.input == SYNTHETIC_INPUT or hold(p) != key]
         test = [p for p in real if hold(p) == key]
@@ -73,7 +83,7 @@ def _errors(name: str, points: list[Point], hold, table) -> list[float]:
             continue
         for p in test:
             predicted = fit.predict_measured(p)
-            errors.append(abs(predicted.throughput - p.throughput) / p.throughput)
+            errors.setdefault(key, []).append(abs(predicted.throughput - p.throughput) / p.throughput)
     return errors
 
 
@@ -124,6 +134,24 @@ def tiebreak_passes(points: list[Point], k: int, spread: float) -> tuple[list[Po
     return kept + extra, len(extra)
 
 
+def refine_passes(points: list[Point], k: int, n: int) -> tuple[list[Point], int]:
+    """The first `k` passes of every shape, and pass k+1 of each workload's `n` shapes whose held-out
+    error (leave-one-shape-out, each shape at the median of its first `k` figures) is largest; with
+    the count of measurements so added."""
+    if n < 1:
+        raise SizerError(f"--refine wants 1 or more shapes, got {n}")
+    kept = first_passes(points, k)
+    table = load_disk_classes()
+    shape = lambda p: (p.vcpus, p.ram_gib, p.disk_class)  # noqa: E731
+    worst: set[tuple] = set()
+    for name, group in group_points(combine_passes(kept)).items():
+        errors = _held_out(name, group, shape, table)
+        ranked = sorted(errors, key=lambda key: max(errors[key]), reverse=True)[:n]
+        worst.update((group[0].workload, key) for key in ranked)
+    extra = [p for p in points if int(p.extra.get("pass", 1)) == k + 1 and (p.workload, shape(p)) in worst]
+    return kept + extra, len(extra)
+
+
 def normalize_host_speed(points: list[Point]) -> tuple[list[Point], int]:
     """Busy points divided by their host-speed probe relative to the workload's median probe."""
     from host_drift import host_speed
@@ -155,18 +183,27 @@ def main(argv: list[str] | None = None) -> int:
                        help="take the host's changing speed out first (each window's CPU time per sample)")
     parser.add_argument("--passes", type=int, metavar="K",
                         help="use only the first K passes of a sweep measured with --passes (what fewer would have given)")
-    parser.add_argument("--tiebreak", type=float, metavar="SPREAD",
-                        help="with --passes K: add pass K+1 only where a shape's first K figures differ by more than SPREAD")
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument("--tiebreak", type=float, metavar="SPREAD",
+                       help="with --passes K: add pass K+1 only where a shape's first K figures differ by more than SPREAD")
+    again.add_argument("--refine", type=int, metavar="N",
+                       help="with --passes K: add pass K+1 only for each workload's N shapes with the largest held-out error")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.tiebreak is not None and args.passes is None:
         print("model_accuracy: error: --tiebreak needs --passes K (the passes the tie-break follows)", file=sys.stderr)
+        return 2
+    if args.refine is not None and (args.passes is None or args.refine < 1):
+        print("model_accuracy: error: --refine N needs N >= 1 and --passes K (the passes it follows)", file=sys.stderr)
         return 2
     try:
         points = _load(args.store, args.input)
         if args.tiebreak is not None:
             points, n = tiebreak_passes(points, args.passes, args.tiebreak)
             print(f"tie-break: {n} measurement(s) of pass {args.passes + 1} added", file=sys.stderr)
+        elif args.refine is not None:
+            points, n = refine_passes(points, args.passes, args.refine)
+            print(f"refine: {n} measurement(s) of pass {args.passes + 1} added", file=sys.stderr)
         elif args.passes is not None:
             points = first_passes(points, args.passes)
         if args.host_speed:

@@ -92,26 +92,32 @@ TRUTH = {"gpu_ceiling": 4000.0, "per_vcpu": 300.0, "usl_sigma": 0.02, "usl_kappa
 DISKS = {"local-nvme": None, "ssd": 300.0, "standard": 140.0}
 
 
-def test_the_median_of_three_passes_takes_a_slow_moment_out_of_the_held_out_error(tmp_path, benchmark):
-    """A host that slows down for a while: in each pass a different stretch of the grid runs 25%
-    slow. One pass alone carries those points into the held-out error; the median of three does not."""
+def _three_passes(speed) -> list[Point]:
+    """Three simulated passes of a 30-shape grid; `speed(pass_index, point_index, point)` scales each
+    measurement (the host's moment)."""
     passes = []
     for n in range(3):
         points = simulate_points("w", TRUTH, (2, 4, 8, 12, 16), DISKS, (8.0, 32.0), noise=0.01, seed=n)
         for i, p in enumerate(points):
-            if i % 3 == n:  # this pass's slow stretch
-                p.throughput *= 0.75
+            p.throughput *= speed(n, i, p)
             if n:
                 p.extra["pass"] = n + 1
         passes.extend(points)
+    return passes
+
+
+def _held_out(bench, points: list[Point]) -> dict:
+    rows = bench.evaluate(combine_passes(points))
+    return next(r for r in rows if r["method"] == "leave-one-shape-out")
+
+
+def test_the_median_of_three_passes_takes_a_slow_moment_out_of_the_held_out_error(tmp_path, benchmark):
+    """A host that slows down for a while: in each pass a different stretch of the grid runs 25%
+    slow. One pass alone carries those points into the held-out error; the median of three does not."""
+    passes = _three_passes(lambda n, i, p: 0.75 if i % 3 == n else 1.0)  # each pass's slow stretch
     bench = benchmark("model_accuracy")
-
-    def held_out(points):
-        rows = bench.evaluate(combine_passes(points))
-        return next(r for r in rows if r["method"] == "leave-one-shape-out")
-
-    one = held_out(bench.first_passes(passes, 1))
-    three = held_out(bench.first_passes(passes, 3))
+    one = _held_out(bench, bench.first_passes(passes, 1))
+    three = _held_out(bench, bench.first_passes(passes, 3))
     assert one["n"] == three["n"] == 30
     assert one["max_ape"] > 0.2 and three["max_ape"] < 0.06 and three["median_ape"] < 0.03
     with pytest.raises(SizerError, match="--passes wants 1 or more"):
@@ -130,6 +136,25 @@ def test_a_tiebreak_keeps_the_next_pass_only_where_the_first_passes_disagree(ben
     with pytest.raises(SizerError, match="--tiebreak wants a spread above 0"):
         bench.tiebreak_passes(torn, 2, 0.0)
     assert bench.main(["--tiebreak", "0.1", "--input", "nothing.csv"]) == 2  # refused before any reading
+
+
+def test_refine_measures_again_the_shape_the_model_predicts_worst(benchmark):
+    """One shape ran fast in both of its first two passes, by 25% and 10%: 14% apart, within a 20%
+    tie-break, so the tie-break keeps it as it is; its held-out error singles it out, and its third
+    measurement, at the host's usual speed, takes its median from the mean of the two to the lower."""
+    fast_shape = (4, 8.0, "local-nvme")
+    passes = _three_passes(lambda n, i, p: (1.25, 1.10, 1.0)[n] if (p.vcpus, p.ram_gib, p.disk_class) == fast_shape else 1.0)
+    bench = benchmark("model_accuracy")
+    assert bench.tiebreak_passes(passes, 2, 0.2)[1] == 0  # 14% apart: within the tie-break's spread
+    refined, added = bench.refine_passes(passes, 2, 1)
+    assert added == 1
+    (third,) = [p for p in refined if p.extra.get("pass") == 3]
+    assert (third.vcpus, third.ram_gib, third.disk_class) == fast_shape
+    two, after = _held_out(bench, bench.first_passes(passes, 2)), _held_out(bench, refined)
+    assert two["max_ape"] > 0.14 and after["max_ape"] < 0.12
+    with pytest.raises(SizerError, match="--refine wants 1 or more"):
+        bench.refine_passes(passes, 2, 0)
+    assert bench.main(["--refine", "2", "--input", "nothing.csv"]) == 2  # no --passes: refused before reading
 
 
 def test_the_report_shows_the_median_and_the_range_of_a_shape(tmp_path):
