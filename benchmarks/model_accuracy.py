@@ -61,6 +61,11 @@ def _fit_one(name: str, group: list[Point], table, loo: bool = True):
     return fits.get(name) or (next(iter(fits.values())) if len(fits) == 1 else None)
 
 
+def _shape(p: Point) -> tuple:
+    """The (vCPUs, RAM, disk class) a point was measured at: what leave-one-shape-out holds out."""
+    return (p.vcpus, p.ram_gib, p.disk_class)
+
+
 def _errors(name: str, points: list[Point], hold, table) -> list[float]:
     """Absolute percentage errors of held-out points; `hold(p)` gives the group key of a point."""
     return [err for errs in _held_out(name, points, hold, table).values() for err in errs]
@@ -96,7 +101,7 @@ def evaluate(points: list[Point]) -> list[dict]:
             continue
         methods = {
             "leave-one-point-out": [abs(x - p.throughput) / p.throughput for p, x in fit.loo],
-            "leave-one-shape-out": _errors(name, group, lambda p: (p.vcpus, p.ram_gib, p.disk_class), table),
+            "leave-one-shape-out": _errors(name, group, _shape, table),
             "held-out vCPU level": _errors(name, group, lambda p: p.vcpus, table),
         }
         for method, errs in methods.items():
@@ -142,13 +147,12 @@ def refine_passes(points: list[Point], k: int, n: int) -> tuple[list[Point], int
         raise SizerError(f"--refine wants 1 or more shapes, got {n}")
     kept = first_passes(points, k)
     table = load_disk_classes()
-    shape = lambda p: (p.vcpus, p.ram_gib, p.disk_class)  # noqa: E731
     worst: set[tuple] = set()
     for name, group in group_points(combine_passes(kept)).items():
-        errors = _held_out(name, group, shape, table)
+        errors = _held_out(name, group, _shape, table)
         ranked = sorted(errors, key=lambda key: max(errors[key]), reverse=True)[:n]
         worst.update((group[0].workload, key) for key in ranked)
-    extra = [p for p in points if int(p.extra.get("pass", 1)) == k + 1 and (p.workload, shape(p)) in worst]
+    extra = [p for p in points if int(p.extra.get("pass", 1)) == k + 1 and (p.workload, _shape(p)) in worst]
     return kept + extra, len(extra)
 
 
