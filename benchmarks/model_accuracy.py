@@ -51,57 +51,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sizer.diskclasses import load_disk_classes  # noqa: E402
 from sizer.errors import SizerError  # noqa: E402
-from sizer.model import SYNTHETIC_INPUT, fit_points, group_points, scale_busy_points, take_out_cpu_cost  # noqa: E402
+from sizer.model import (  # noqa: E402
+    fit_group, group_points, held_out_errors, scale_busy_points, shape_of, take_out_cpu_cost, worst_predicted,
+)
 from sizer.points import Point, combine_passes  # noqa: E402
-
-
-def _fit_one(name: str, group: list[Point], table, loo: bool = True):
-    """The fit of one workload group: fitted alone, a group carries its workload's plain name."""
-    fits = fit_points(group, table, loo=loo)
-    return fits.get(name) or (next(iter(fits.values())) if len(fits) == 1 else None)
-
-
-def _shape(p: Point) -> tuple:
-    """The (vCPUs, RAM, disk class) a point was measured at: what leave-one-shape-out holds out."""
-    return (p.vcpus, p.ram_gib, p.disk_class)
 
 
 def _errors(name: str, points: list[Point], hold, table) -> list[float]:
     """Absolute percentage errors of held-out points; `hold(p)` gives the group key of a point."""
-    return [err for errs in _held_out(name, points, hold, table).values() for err in errs]
-
-
-def _held_out(name: str, points: list[Point], hold, table) -> dict:
-    """The absolute percentage errors of the held-out points of each group key `hold(p)`."""
-    usable = [p for p in points if p.usable]
-    real = [p for p in usable if p.input != SYNTHETIC_INPUT]
-    keys = sorted({hold(p) for p in real}, key=str)
-    errors: dict = {}
-    for key in keys:
-        train = [p for p in usable if p.input == SYNTHETIC_INPUT or hold(p) != key]
-        test = [p for p in real if hold(p) == key]
-        if len([p for p in train if p.input != SYNTHETIC_INPUT]) < 2:
-            continue
-        # Held-out shapes are compared with what was measured: on the measured dataset.
-        fit = _fit_one(name, train, table, loo=False)
-        if fit is None:
-            continue
-        for p in test:
-            predicted = fit.predict_measured(p)
-            errors.setdefault(key, []).append(abs(predicted.throughput - p.throughput) / p.throughput)
-    return errors
+    return [err for errs in held_out_errors(name, points, table, hold).values() for err in errs]
 
 
 def evaluate(points: list[Point]) -> list[dict]:
     table = load_disk_classes()
     rows = []
     for name, group in sorted(group_points(points).items()):
-        fit = _fit_one(name, group, table)
+        fit = fit_group(name, group, table)
         if fit is None:
             continue
         methods = {
             "leave-one-point-out": [abs(x - p.throughput) / p.throughput for p, x in fit.loo],
-            "leave-one-shape-out": _errors(name, group, _shape, table),
+            "leave-one-shape-out": _errors(name, group, shape_of, table),
             "held-out vCPU level": _errors(name, group, lambda p: p.vcpus, table),
         }
         for method, errs in methods.items():
@@ -143,16 +113,9 @@ def refine_passes(points: list[Point], k: int, n: int) -> tuple[list[Point], int
     """The first `k` passes of every shape, and pass k+1 of each workload's `n` shapes whose held-out
     error (leave-one-shape-out, each shape at the median of its first `k` figures) is largest; with
     the count of measurements so added."""
-    if n < 1:
-        raise SizerError(f"--refine wants 1 or more shapes, got {n}")
     kept = first_passes(points, k)
-    table = load_disk_classes()
-    worst: set[tuple] = set()
-    for name, group in group_points(combine_passes(kept)).items():
-        errors = _held_out(name, group, _shape, table)
-        ranked = sorted(errors, key=lambda key: max(errors[key]), reverse=True)[:n]
-        worst.update((group[0].workload, key) for key in ranked)
-    extra = [p for p in points if int(p.extra.get("pass", 1)) == k + 1 and (p.workload, _shape(p)) in worst]
+    worst = {(p.workload, shape_of(p)) for p, _ in worst_predicted(kept, load_disk_classes(), n)}
+    extra = [p for p in points if int(p.extra.get("pass", 1)) == k + 1 and (p.workload, shape_of(p)) in worst]
     return kept + extra, len(extra)
 
 

@@ -7,7 +7,8 @@ Order of work (nothing is measured before every input is known good):
   3. probe the host, open the store, start (or resume) the sweep;
   4. prepare datasets once; calibrate one vCPU (cpu-calibrate) once per sweep;
   5. for each point: evict the dataset's pages, create the shape's limit group, run a fresh worker
-     in it, remove the group, commit the point at once;
+     in it, remove the group, commit the point at once; with `--refine N`, once the passes are
+     stored, fit each workload and measure once more its N shapes the model predicts worst;
   6. write report.html, results.json and points.csv.
 Ctrl-C or SIGTERM stop after removing the group in use; committed points stay and `--resume`
 continues with the rest.
@@ -24,6 +25,7 @@ import signal
 import statistics
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -37,6 +39,7 @@ from sizer.points import USABLE_STATUSES
 from sizer.runner import PointRun, interpreter_for, run_point
 from sizer.shapes import (
     HostCpus,
+    MAX_PASSES,
     InstanceShape,
     PlannedPoint,
     build_plan,
@@ -107,6 +110,7 @@ class SweepOptions:
     cpu_quota: bool = False  # a CFS quota of the vCPUs on top of the cpuset (a container's CPU limit)
     repeat_spread: float | None = None  # measure a point once more when its windows spread by more
     passes: int = 1  # measurements of every shape, at different moments (shapes.pass_order)
+    refine: int = 0  # after the passes, measure once more each workload's N worst-predicted shapes
     command: str = ""
     report: bool = True
 
@@ -129,6 +133,13 @@ class SweepPlan:
     datasets: list[str]
     notes: list[str] = field(default_factory=list)
     cpu_quota: bool = False
+    passes: int = 1
+    refine: int = 0
+
+    def refine_count(self) -> int:
+        """The most measurements `--refine` adds: N per workload entry, at most its grid."""
+        grids = Counter((p.workload, str(sorted(p.config.items()))) for p in self.points if not p.ceiling and p.pass_no == 1)
+        return sum(min(self.refine, n) for n in grids.values())
 
     def estimate_point_s(self, point: PlannedPoint) -> float:
         cls = self.classes[point.workload]
@@ -137,6 +148,8 @@ class SweepPlan:
 
     def estimate_s(self, calibrate: bool = True) -> float:
         total = sum(self.estimate_point_s(p) for p in self.points)
+        if self.refine and self.points:
+            total += self.refine_count() * self.estimate_point_s(self.points[-1])
         if calibrate and CALIBRATION_WORKLOAD in self.classes:
             total += CALIBRATION_BUDGET_S.get(self.profile, 10.0) + DEFAULT_STARTUP_S
         return total
@@ -285,6 +298,10 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     budget = float(opts.time_budget_s if opts.time_budget_s is not None else TIME_BUDGET_S.get(profile, 30.0))
     if budget <= 0:
         raise SizerError(f"time budget must be positive, got {budget:g}")
+    if opts.refine < 0:
+        raise SizerError(f"--refine wants 0 (off) or more shapes per workload, got {opts.refine}")
+    if opts.refine and opts.passes >= MAX_PASSES:
+        raise SizerError(f"--refine measures a pass beyond --passes: give --passes below {MAX_PASSES}, got {opts.passes}")
     pairs = [(n, classes[n].dataset, getattr(classes[n], "inputs", None), variant) for n, variant in parsed]
     points = build_plan(pairs, vcpus, ram_gib, disks, profile, config=opts.config, ceiling=opts.ceiling,
                         passes=opts.passes)
@@ -305,6 +322,8 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
         config["cpu_quota"] = True
     if opts.passes != 1:  # only when set, as above
         config["passes"] = int(opts.passes)
+    if opts.refine:
+        config["refine"] = int(opts.refine)
     if opts.repeat_spread is not None:
         if not 0 < opts.repeat_spread < 10:
             raise SizerError(f"--repeat-noisy wants a spread between 0 and 10 (0.2 = 20%), got {opts.repeat_spread:g}")
@@ -326,6 +345,8 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
         datasets=datasets,
         notes=notes,
         cpu_quota=bool(opts.cpu_quota),
+        passes=int(opts.passes),
+        refine=int(opts.refine),
     )
 
 
@@ -559,6 +580,12 @@ class SweepProgress:
         if self._progress is not None:
             self._progress.__exit__(*exc)
 
+    def grow(self, more: int) -> None:
+        """Points added after the bar started (`--refine`'s, chosen once the passes are done)."""
+        self.total += more
+        if self._progress is not None and more:
+            self._progress.update(self._task, total=self.total)
+
     def eta(self, remaining: int) -> str:
         per_point = statistics.mean(self.durations) if self.durations else self.estimate
         return format_duration(per_point * remaining)
@@ -691,6 +718,7 @@ def dry_run_summary(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any]:
         "calibration": opts.calibrate and CALIBRATION_WORKLOAD in plan.classes,
         "estimated_seconds": round(plan.estimate_s(opts.calibrate), 1),
         "estimate_note": "measuring only; generating missing datasets comes on top",
+        "refine": {"shapes_per_workload": plan.refine, "at_most": plan.refine_count()} if plan.refine else None,
         "data_dir": str(plan.data_dir),
         "device": plan.device,
         "store": str(plan.store),
@@ -763,14 +791,17 @@ def run_sweep(
                 completed = summary["skipped"]
                 walls: list[float] = []
                 left = 0
-                for point in plan.points:
+
+                def visit(point: PlannedPoint) -> None:
+                    """Measure one point and commit it, or report it as stored, or count it as left."""
+                    nonlocal completed, left
                     if point.key in done:
                         summary["points"].append(_stored_summary(point, stored.get(point.key)))
-                        continue
+                        return
                     check_stop()
                     if left or _past_deadline(opts.max_seconds, started, walls, plan.estimate_point_s(point)):
                         left += 1
-                        continue
+                        return
                     index = completed + 1
                     bar.start(index, point.label(), completed)
                     t0 = time.monotonic()
@@ -790,6 +821,23 @@ def run_sweep(
                         on_point(row)
                     if run.result.status not in ("ok", "noisy"):
                         bar.note(f"[yellow]{point.label()}: {run.result.status}[/] {row['error']}")
+
+                for point in plan.points:
+                    visit(point)
+                if plan.refine and not left:
+                    # Chosen from the passes' measurements alone, so a resumed sweep chooses the same.
+                    chosen = refine_points(plan, store.results(sweep_id))
+                    summary["refine"] = [{"key": point.key, "held_out_error": round(err, 4)} for point, err in chosen]
+                    again = [point for point, _ in chosen]
+                    summary["skipped"] += sum(point.key in done for point in again)
+                    completed += sum(point.key in done for point in again)
+                    bar.grow(len(again))
+                    todo_again = [(point, err) for point, err in chosen if point.key not in done]
+                    if todo_again:
+                        bar.note("refine: measuring again " + ", ".join(
+                            f"{point.label()} (held out {err:.0%})" for point, err in todo_again))
+                    for point in again:
+                        visit(point)
             if left:
                 summary["left"] = left
                 plan.notes.append(f"stopped at the time limit with {left} point(s) to go: the same command with --resume goes on")
@@ -826,6 +874,33 @@ def keep_steadier(first: PointRun, second: PointRun) -> PointRun:
     }
     kept.started = min(first.started, second.started)
     return kept
+
+
+def refine_points(plan: SweepPlan, results: list[tuple[Any, Result]]) -> list[tuple[PlannedPoint, float]]:
+    """`--refine N`: pass K+1 (K: the plan's passes) of each workload's N shapes that its model,
+    fitted on the passes without them, predicts worst (`model.worst_predicted`), with that error. A
+    shape whose passes ran at a slow or fast moment of a shared host is measured once more, so its
+    median moves toward the host's usual speed; what the sweep's other shapes say it should be
+    chooses it, not the spread of its own figures (both passes can land on one moment). Only the
+    first K passes' measurements choose, so a resumed sweep chooses the same shapes."""
+    from sizer.model import worst_predicted
+    from sizer.store import point_from_result
+
+    measured = []
+    for row, result in results:
+        point = point_from_result(row, result)
+        if int(point.extra.get("pass", 1)) <= plan.passes:
+            point.extra["point_key"] = row["key"]
+            measured.append(point)
+    if not measured:
+        return []
+    first_pass = {p.key: p for p in plan.points if p.pass_no == 1 and not p.ceiling}
+    chosen = []
+    for point, error in worst_predicted(measured, plan.disk_table, plan.refine):
+        planned = first_pass.get(point.extra["point_key"].split("#p")[0])
+        if planned is not None:
+            chosen.append((dataclasses.replace(planned, pass_no=plan.passes + 1), error))
+    return chosen
 
 
 def _past_deadline(max_seconds: float | None, started: float, walls: list[float], estimate: float) -> bool:

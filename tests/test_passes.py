@@ -3,6 +3,7 @@ per shape for the model and the report, and a real sweep of two passes in slices
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import statistics
@@ -157,6 +158,92 @@ def test_refine_measures_again_the_shape_the_model_predicts_worst(benchmark):
     assert bench.main(["--refine", "2", "--input", "nothing.csv"]) == 2  # no --passes: refused before reading
 
 
+def test_worst_predicted_names_each_workloads_worst_shapes_at_their_median():
+    """Two workloads, each with one shape measured fast in both passes: each workload's worst is
+    that shape, standing at the median of its measurements, and its error is its held-out one."""
+    from sizer.diskclasses import load_disk_classes
+    from sizer.model import worst_predicted
+
+    def fast(shape, name):
+        points = _three_passes(lambda n, i, p: 1.3 if (p.vcpus, p.ram_gib, p.disk_class) == shape else 1.0)
+        return [dataclasses.replace(p, workload=name) for p in points if int(p.extra.get("pass", 1)) <= 2]
+
+    points = fast((4, 8.0, "local-nvme"), "a") + fast((8, 32.0, "ssd"), "b")
+    table = load_disk_classes()
+    worst = worst_predicted(points, table, 1)
+    assert sorted((p.workload, p.vcpus, p.ram_gib, p.disk_class) for p, _ in worst) == [
+        ("a", 4, 8.0, "local-nvme"), ("b", 8, 32.0, "ssd")]
+    for point, error in worst:
+        assert point.extra["pass_rates"] and point.throughput == statistics.median(point.extra["pass_rates"])
+        assert 0.15 < error < 0.4  # 30% fast: the fit without it predicts the host's usual speed
+    three = worst_predicted(points, table, 3)
+    assert len(three) == 6 and [p.workload for p, _ in three] == ["a"] * 3 + ["b"] * 3
+    errors_a = [e for p, e in three if p.workload == "a"]
+    assert errors_a == sorted(errors_a, reverse=True) and errors_a[0] > 2 * errors_a[1]
+    with pytest.raises(SizerError, match="--refine wants 1 or more"):
+        worst_predicted(points, table, 0)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--refine", "-1"], "--refine wants 0 (off) or more shapes per workload, got -1"),
+    (["--refine", "1", "--passes", str(MAX_PASSES)], f"--refine measures a pass beyond --passes: give --passes below {MAX_PASSES}, got {MAX_PASSES}"),
+])
+def test_a_bad_refine_option_exits_2_before_any_work(cli, tmp_path, args, message):
+    code, out, err = cli("sweep", "--workloads", "cpu-spin", *args, "--store", str(tmp_path / "s.sqlite"))
+    assert code == 2 and err.strip() == f"sizer: error: {message}"
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_the_dry_run_counts_refine_in_its_estimate(cli, tmp_path):
+    base = ["sweep", "--workloads", "cpu-spin", "--vcpus", "1,2", "--ram", "512M", "--disks", "local-nvme",
+            "--budget", "2", "--no-calibrate", "--dry-run", "--json", "--store", str(tmp_path / "s.sqlite")]
+    plain = json.loads(cli(*base)[1])
+    refined = json.loads(cli(*base, "--refine", "5")[1])
+    assert refined["refine"] == {"shapes_per_workload": 5, "at_most": 2}  # a grid of two shapes
+    per_point = plain["points"][0]["estimated_s"]
+    assert refined["estimated_seconds"] == pytest.approx(plain["estimated_seconds"] + 2 * per_point, abs=0.2)
+    assert plain["refine"] is None and len(refined["points"]) == len(plain["points"])
+
+
+def _small_sweep(tmp_path: Path, ram: str, *options: str) -> list[str]:
+    """`sizer sweep` arguments of a real cpu-spin sweep at 1 and 2 vCPUs, 1 s a point, in tmp_path."""
+    return ["sweep", "--workloads", "cpu-spin", "--vcpus", "1,2", "--ram", ram, "--disks", "local-nvme",
+            "--budget", "1", *options, "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "out"),
+            "--data", str(tmp_path / "data"), "--no-calibrate", "--json"]
+
+
+@pytest.mark.cgroup
+def test_a_refined_sweep_measures_its_worst_shape_again_once_even_across_slices(cli, tmp_path):
+    """A real sweep cut by its time limit before the refine step: the resumed run finishes the
+    pass, chooses the worst-predicted shape and measures its second pass; a third run chooses the
+    same shape from the same stored pass and measures nothing."""
+    args = _small_sweep(tmp_path, "512M,1G", "--refine", "1")
+    code, out, err = cli(*args, "--max-time", "10s")
+    assert code == 0, err
+    first = json.loads(out)
+    assert first.get("left", 0) >= 1 and "refine" not in first  # the pass is not done: nothing chosen yet
+    code, out, err = cli(*args, "--resume")
+    assert code == 0, err
+    second = json.loads(out)
+    assert "left" not in second and len(second["refine"]) == 1
+    (chosen,) = second["refine"]
+    assert chosen["key"].endswith("#p2") and chosen["held_out_error"] > 0
+    again = [p for p in second["points"] if p["pass"] == 2]
+    assert [p["key"] for p in again] == [chosen["key"]] and not again[0]["stored"] and again[0]["status"] in ("ok", "noisy")
+    conn = sqlite3.connect(tmp_path / "s.sqlite")
+    keys = [k for (k,) in conn.execute("SELECT key FROM points")]
+    assert len(keys) == 5 and chosen["key"] in keys
+    assert conn.execute("SELECT finished IS NOT NULL FROM sweeps").fetchone() == (1,)
+    code, out, err = cli(*args, "--resume")
+    assert code == 0, err
+    third = json.loads(out)
+    assert third["refine"] == second["refine"]  # the same shape, from the same stored first pass
+    assert all(p["stored"] for p in third["points"]) and third["skipped"] == 5
+    assert conn.execute("SELECT count(*) FROM points").fetchone() == (5,)
+    (wl,) = json.loads((tmp_path / "out" / "results.json").read_text())["workloads"]
+    assert sorted(len(p.get("pass_rates") or [1]) for p in wl["points"]) == [1, 1, 1, 2]
+
+
 def test_the_report_shows_the_median_and_the_range_of_a_shape(tmp_path):
     from sizer.report import build_context, render_html
 
@@ -178,9 +265,7 @@ def test_the_report_shows_the_median_and_the_range_of_a_shape(tmp_path):
 
 @pytest.mark.cgroup
 def test_a_sweep_of_two_passes_in_slices_stores_both_and_reports_one_figure_per_shape(cli, tmp_path):
-    args = ["sweep", "--workloads", "cpu-spin", "--vcpus", "1,2", "--ram", "512M", "--disks", "local-nvme",
-            "--budget", "1", "--passes", "2", "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "out"),
-            "--data", str(tmp_path / "data"), "--no-calibrate", "--json"]
+    args = _small_sweep(tmp_path, "512M", "--passes", "2")
     code, out, err = cli(*args, "--max-time", "12s")
     assert code == 0, err
     first = json.loads(out)

@@ -123,6 +123,10 @@ def render_dry_run(data: dict[str, Any]) -> None:
         f"estimated time: [bold]{format_duration(data['estimated_seconds'])}[/] "
         f"({data['estimate_note']}{', with one calibration point' if data['calibration'] else ''})"
     )
+    if data.get("refine"):
+        refine = data["refine"]
+        console.print(f"refine: after the passes, up to {refine['at_most']} more point(s): each workload's "
+                      f"{refine['shapes_per_workload']} shape(s) the model predicts worst, measured once more (in the estimate)")
     console.print(f"limits: {backend['name']} ({', '.join(backend['writable'])}); data: {data['data_dir']} "
                   f"on {data['device'] or 'no block device'}; store: {data['store']}")
     for note in data["notes"]:
@@ -146,6 +150,8 @@ def render_sweep(data: dict[str, Any]) -> None:
         table.add_row(name, shape, status, rate, p.get("bottleneck", "") or "",
                       f"{p['wall_s']:.0f}" if p.get("wall_s") else "-")
     console.print(table)
+    for chosen in data.get("refine") or []:
+        console.print(f"refine: {chosen['key']} measured once more (held out {chosen['held_out_error']:.1%})")
     cal = data.get("calibration") or {}
     if cal.get("ips_per_vcpu"):
         console.print(f"calibration: {cal['ips_per_vcpu']:.1f} {cal.get('unit', '')} per vCPU")
@@ -181,6 +187,7 @@ def sweep(
     cpu_quota: CpuQuota = False,
     repeat_noisy: Annotated[Optional[float], typer.Option("--repeat-noisy", help="Measure a point once more when its windows spread by more than this (0.2 = 20%); the steadier measurement is kept, the other stored with it.")] = None,
     passes: Annotated[int, typer.Option("--passes", help="Measure every shape this many times, each pass in another order (the first shuffled, the second its reverse, later ones shuffled anew); the model and the report take each shape's median. For hosts whose speed drifts over minutes (shared VMs).")] = 1,
+    refine: Annotated[int, typer.Option("--refine", metavar="N", help="After the passes, fit each workload without each shape in turn and measure once more its N shapes the model predicts worst (a shape measured at a slow or fast moment of the host); they join the shape's median like another pass. 0: off.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Measure workloads x instance shapes under real limits, point by point, and write the report.
@@ -196,6 +203,8 @@ def sweep(
       sizer sweep --workloads resnet50-train,resnet50-train:decode=gpu --vcpus 2,4,8,16 --ram 8G,32G
 
       sizer sweep --workloads resnet50-infer --vcpus 2,4,8 --passes 3 --max-time 9m --resume
+
+      sizer sweep --workloads resnet50-train --vcpus 2,4,8,12,16 --ram 8G,32G --passes 2 --refine 3
     """
     from sizer.sweep import SweepOptions, run_sweep
 
@@ -220,6 +229,7 @@ def sweep(
         cpu_quota=cpu_quota,
         repeat_spread=repeat_noisy,
         passes=passes,
+        refine=refine,
         command=_command_line(),
     )
     if opts.workloads is not None and not opts.workloads:
