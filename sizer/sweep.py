@@ -828,15 +828,14 @@ def run_sweep(
                     # Chosen from the passes' measurements alone, so a resumed sweep chooses the same.
                     chosen = refine_points(plan, store.results(sweep_id))
                     summary["refine"] = [{"key": point.key, "held_out_error": round(err, 4)} for point, err in chosen]
-                    again = [point for point, _ in chosen]
-                    summary["skipped"] += sum(point.key in done for point in again)
-                    completed += sum(point.key in done for point in again)
-                    bar.grow(len(again))
                     todo_again = [(point, err) for point, err in chosen if point.key not in done]
+                    summary["skipped"] += len(chosen) - len(todo_again)
+                    completed += len(chosen) - len(todo_again)
+                    bar.grow(len(chosen))
                     if todo_again:
                         bar.note("refine: measuring again " + ", ".join(
                             f"{point.label()} (held out {err:.0%})" for point, err in todo_again))
-                    for point in again:
+                    for point, _ in chosen:
                         visit(point)
             if left:
                 summary["left"] = left
