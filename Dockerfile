@@ -12,7 +12,7 @@ COPY sizer ./sizer
 COPY workloads ./workloads
 COPY reports ./reports
 # torch and torchvision come with the base image; pip keeps them when they satisfy the ranges.
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir ".[torch]"
 
 WORKDIR /work
 ENTRYPOINT ["sizer"]

@@ -8,13 +8,13 @@ MXNET_VENV := .venv-mxnet
 # The default sweep's outputs (store, report.html, results.json, points.csv).
 OUT ?= results
 
-.PHONY: install system-deps fio chromium mxnet-env test sweep clean
+.PHONY: install system-deps fio chromium mxnet-env lint test sweep clean
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[torch,dev]'
 	@touch $@
 
 # fio measures disks; Chromium renders the report in its test. Both come from Debian's packages.
@@ -34,7 +34,12 @@ $(MXNET_VENV)/.installed:
 	$(MXNET_VENV)/bin/python -m pip install -q 'mxnet==1.9.1' 'numpy==1.23.5' pillow
 	@touch $@
 
-test: install system-deps mxnet-env
+# Style and types: ruff and mypy, configured in pyproject.toml.
+lint: install
+	$(VENV)/bin/ruff check sizer workloads reports tests benchmarks tools
+	$(VENV)/bin/mypy sizer workloads reports
+
+test: install system-deps mxnet-env lint
 	$(PY) -m pytest -q -rs
 
 sweep: install fio

@@ -34,13 +34,12 @@ VCPUS=${VCPUS:-2,4,8,12,16}
 DISKS=${DISKS:-local-nvme,ssd,standard}
 RAM=${RAM:-8G,32G}
 REPEAT=${REPEAT-0.2}
-# Passes measure every shape again anyway; repeats on top cost the time the last pass needs (seen on
-# an H200: 14 of 51 inference points measured twice, and the second pass unfinished when the lease ended).
+# Passes measure every shape again anyway; repeats on top cost the time the last pass needs.
 case " ${SWEEP_ARGS:-} " in *" --passes "*) REPEAT= ;; esac
 if [ $# -gt 0 ]; then ENTRIES=("$@"); else
   ENTRIES=(resnet50-train resnet50-train:decode=gpu resnet50-infer:split=train imagenet-preprocess ptb-lstm-train)
 fi
-source benchmarks/gpu/setup.sh
+source tools/gpu/setup.sh
 GPU=${GPU:-}  # GPU model to recommend for (default: the host's)
 slice_s=$(python3 -c "from sizer.units import parse_duration as p; print(int(p('$SLICE', 'SLICE')))")
 log=$OUT/gpu_sweep.log

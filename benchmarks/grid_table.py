@@ -5,7 +5,7 @@ points that did not measure, `d` after a disk-bound point, `-` where the grid ha
 measured in several passes shows its median and, in brackets, the range of its passes. This is
 how the tables of docs/PERFORMANCE.md are made.
 
-Usage: python benchmarks/grid_table.py --store examples/h200-sweep/sizer.sqlite [--workload NAME]
+Usage: python benchmarks/grid_table.py --store examples/h200/sizer.sqlite [--workload NAME]
 """
 
 from __future__ import annotations
@@ -29,9 +29,19 @@ def _cell(point) -> str:
     return text + (f" ({min(rates):,.0f}-{max(rates):,.0f})" if len(rates) > 1 else "")
 
 
+DISK_ORDER = ("local-nvme", "ssd", "standard")
+
+
+def _column_order(column: tuple[str, float]) -> tuple:
+    """Disk classes fastest first (others after them), then RAM."""
+    disk, _ = column
+    return (DISK_ORDER.index(disk) if disk in DISK_ORDER else len(DISK_ORDER), column)
+
+
 def grid_tables(points, only: str | None = None) -> list[str]:
-    from sizer.model import SYNTHETIC_INPUT, group_points
+    from sizer.model import group_points
     from sizer.points import combine_passes
+    from sizer.variants import SYNTHETIC_INPUT
 
     out = []
     for name, group in sorted(group_points(combine_passes(points)).items()):
@@ -40,8 +50,7 @@ def grid_tables(points, only: str | None = None) -> list[str]:
         real = [p for p in group if p.input != SYNTHETIC_INPUT]
         if not real:
             continue
-        columns = sorted({(p.disk_class, p.ram_gib) for p in real}, key=lambda c: (["local-nvme", "ssd", "standard"].index(c[0])
-                                                                              if c[0] in ("local-nvme", "ssd", "standard") else 9, c))
+        columns = sorted({(p.disk_class, p.ram_gib) for p in real}, key=_column_order)
         cells = {(p.vcpus, p.disk_class, p.ram_gib): p for p in real}
         lines = [f"{name} ({real[0].unit}; d = disk-bound)", "",
                  "| vCPUs | " + " | ".join(f"{d} {r:g}G" for d, r in columns) + " |",

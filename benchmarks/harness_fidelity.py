@@ -25,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from sizer.variants import SYNTHETIC_INPUT  # noqa: E402
 from workloads.protocol import Result, Spec  # noqa: E402
 
 
@@ -32,11 +33,11 @@ def points(data: Path, ptb: Path, cpus: int) -> list[tuple[str, str, int, dict]]
     """(label, workload, vcpus, config) of every point to run."""
     many = min(16, cpus)
     return [
-        ("train-synthetic", "resnet50-train", many, {"input": "synthetic"}),
+        ("train-synthetic", "resnet50-train", many, {"input": SYNTHETIC_INPUT}),
         ("train-jpeg-cpu", "resnet50-train", many, {"input": "files"}),
         ("train-jpeg-nvjpeg", "resnet50-train", min(4, cpus), {"input": "files", "decode": "gpu"}),
         ("infer-jpeg", "resnet50-infer", many, {"input": "files", "split": "train"}),
-        ("inception-synthetic", "inception_v3-train", many, {"input": "synthetic"}),
+        ("inception-synthetic", "inception_v3-train", many, {"input": SYNTHETIC_INPUT}),
         ("ptb-lstm", "ptb-lstm-train", 2, {}),
         ("preprocess-tar", "imagenet-preprocess", many, {"format": "tar"}),
         ("calibrate", "cpu-calibrate", 1, {}),

@@ -13,8 +13,9 @@ Prints a table of median and max absolute percentage error per workload and meth
 --json). Synthetic-input points (the GPU ceiling) always stay in the fit: they are not shapes.
 
 --host-speed divides the rate of every point whose vCPUs were busy (CPU util per vCPU >= 0.85) by
-its host-speed probe relative to the workload's median probe (see benchmarks/host_drift.py): what
-the model's error is once the shared host's changing speed is taken out. Points without a probe,
+its host-speed probe (`extra.host_speed`: MB/s of a single-thread zlib probe of one of its vCPUs
+just before and after it) relative to the workload's median probe: what the model's error is once
+the shared host's changing speed is taken out. Points without a probe,
 and points bound by the GPU or the disk, are left as measured.
 
 --cpu-cost (the rule `sizer report --cpu-cost` fits with: `sizer.model.take_out_cpu_cost`) does the
@@ -35,7 +36,8 @@ predicts worst would have given (a shape whose passes both ran fast, by amounts 
 tie-break's spread, is singled out by its error, not by its spread; one fast by the same amount
 twice stays so, since the median of three keeps two agreeing figures).
 
-Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv) [--host-speed | --cpu-cost] [--passes K [--tiebreak SPREAD | --refine N]] [--json]
+Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv)
+       [--host-speed | --cpu-cost] [--passes K [--tiebreak SPREAD | --refine N]] [--json]
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sizer.diskclasses import load_disk_classes  # noqa: E402
 from sizer.errors import SizerError  # noqa: E402
@@ -119,10 +120,16 @@ def refine_passes(points: list[Point], k: int, n: int) -> tuple[list[Point], int
     return kept + extra, len(extra)
 
 
+def host_speed(point: Point) -> float | None:
+    """The mean of a point's probe before and after it, or None for a point stored without one."""
+    speed = (point.extra or {}).get("host_speed") or {}
+    values = [speed.get(k) for k in ("before_mbps", "after_mbps")]
+    values = [float(x) for x in values if isinstance(x, (int, float)) and x > 0]
+    return sum(values) / len(values) if values else None
+
+
 def normalize_host_speed(points: list[Point]) -> tuple[list[Point], int]:
     """Busy points divided by their host-speed probe relative to the workload's median probe."""
-    from host_drift import host_speed
-
     scaled = scale_busy_points(points, host_speed, reference_all=True)
     return scaled, sum("speed_scale" in p.extra for p in scaled)
 

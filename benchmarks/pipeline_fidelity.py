@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sizer.errors import SizerError  # noqa: E402
+from sizer.variants import SYNTHETIC_INPUT  # noqa: E402
 
 TARGET = 0.10
 
@@ -45,7 +46,7 @@ def fidelity_rows(store_path: Path) -> tuple[list[dict], list[dict]]:
             cfg = result.config or {}
             if row["status"] not in ("ok", "noisy") or not row["throughput"]:
                 continue
-            if cfg.get("input") == "synthetic":
+            if cfg.get("input") == SYNTHETIC_INPUT:
                 ceilings.append({"workload": row["workload"], "key": row["key"], "throughput": row["throughput"]})
                 continue
             if cfg.get("decode", "cpu") != "cpu" or "image_size" not in cfg or row["unit"] != "images/s":
@@ -62,7 +63,7 @@ def fidelity_rows(store_path: Path) -> tuple[list[dict], list[dict]]:
                 "workload": row["workload"], "key": row["key"], "vcpus": v, "ram_gib": row["ram_gib"],
                 "disk_class": row["disk_class"], "throughput": row["throughput"], "bottleneck": row["bottleneck"],
                 "cpu_util_per_vcpu": util, "cpu_bound": row["bottleneck"] == "cpu" and util >= 0.8,
-                "normalize": cfg.get("normalize", "worker"),  # stores from before the option normalized in workers
+                "normalize": cfg.get("normalize", "worker"),  # a point stored without the option normalized in its workers
                 "calibration_method": cal.get("method", ""),
                 "ratio_loaded": row["throughput"] / (v * loaded) if loaded else None,
                 "ratio_alone": row["throughput"] / (v * alone) if alone else None,
@@ -134,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     for c in ceilings:
         line = f"GPU ceiling {c['key']}: {c['throughput']:,.0f} images/s"
         if plain and summary.get("plain_loop_ips"):
-            line += f"; plain PyTorch loop {summary['plain_loop_ips']:,.0f}: ratio {c['throughput'] / summary['plain_loop_ips']:.3f}"
+            plain_ips = summary["plain_loop_ips"]
+            line += f"; plain PyTorch loop {plain_ips:,.0f}: ratio {c['throughput'] / plain_ips:.3f}"
         print(line)
     return 0
 

@@ -17,7 +17,7 @@ their start, the start split into imports, model (on its device, CUDA context in
 (dataset index, loader) and the first batch (loader workers forked and primed, the first step).
 Where loader-fed points dropped their loader's backlog before the window (`drain_seconds`, part of
 warm-up), the drain's median and longest per workload, and how many drains outlasted the drain's
-own limit (torch_common.DRAIN_MAX_S: a backlog goes in milliseconds, so a longer drain was taking
+own limit (workloads.loop.DRAIN_MAX_S: a backlog goes in milliseconds, so a longer drain was taking
 batches at the loader's pace).
 
 Usage: python benchmarks/sweep_cost.py --store gpu-runs/sizer.sqlite [--json] [--gap 180]
@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sizer.errors import SizerError  # noqa: E402
-from workloads.torch_common import DRAIN_MAX_S  # noqa: E402
+from workloads.loop import DRAIN_MAX_S  # noqa: E402
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -179,40 +179,61 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(rows, args.gap)
     if args.json:
         print(json.dumps(summary, indent=2))
-        return 0
-    width = max(len(w["workload"]) for w in summary["workloads"] + [{"workload": "workload"}])
-    head = f"{'workload':<{width}}  {'points':>6}  {'median':>7}  {'p90':>6}  {'max':>6}  {'window':>7}  {'outside':>7}"
-    print(head)
-    for w in summary["workloads"] + [{"workload": "all", **summary["total"]}]:
+    else:
+        print_summary(summary)
+    return 0
+
+
+def print_summary(summary: dict) -> None:
+    """The tables of `summarize`: wall per point, where it goes, the start, the drains, the sweep."""
+    workloads = summary["workloads"]
+    with_total = workloads + [{"workload": "all", **summary["total"]}]
+    width = max(len(w["workload"]) for w in workloads + [{"workload": "workload"}])
+    print(f"{'workload':<{width}}  {'points':>6}  {'median':>7}  {'p90':>6}  {'max':>6}  {'window':>7}  {'outside':>7}")
+    for w in with_total:
         print(f"{w['workload']:<{width}}  {w['points']:>6}  {w['median_point_s']:>6.1f}s  {w['p90_point_s']:>5.1f}s"
               f"  {w['max_point_s']:>5.1f}s  {w['median_window_s']:>6.1f}s  {w['outside_window_share']:>7.0%}")
-    if any(w.get("median_start_s") is not None for w in summary["workloads"]):
-        print(f"\n{'workload':<{width}}  {'start':>6}  {'warm-up':>7}  {'window':>7}  {'teardown':>8}  {'rest':>6}   (medians per point)")
-        for w in summary["workloads"] + [{"workload": "all", **summary["total"]}]:
-            if w.get("median_start_s") is None:
-                continue
-            print(f"{w['workload']:<{width}}  {w['median_start_s']:>5.1f}s  {w['median_warmup_s']:>6.1f}s  "
-                  f"{w['median_window_s']:>6.1f}s  {w['median_teardown_s']:>7.1f}s  {w['median_rest_s']:>5.1f}s")
-    if any(w.get("median_imports_s") is not None for w in summary["workloads"]):
-        print(f"\n{'workload':<{width}}  {'imports':>7}  {'model':>6}  {'data':>6}  {'1st batch':>9}   (the start, medians per point)")
-        for w in summary["workloads"]:
-            if w.get("median_imports_s") is None:
-                continue
-            cells = [w.get(f"median_{k}") for k in START_PARTS]
-            print(f"{w['workload']:<{width}}  " + "  ".join(
-                f"{'-' if c is None else f'{c:.1f}s':>{n}}" for c, n in zip(cells, (7, 6, 6, 9))))
-    drained = [w for w in summary["workloads"] if w.get("drains")]
+    if any(w.get("median_start_s") is not None for w in workloads):
+        _print_phases(with_total, width)
+    if any(w.get("median_imports_s") is not None for w in workloads):
+        _print_start(workloads, width)
+    drained = [w for w in workloads if w.get("drains")]
     if drained:
-        print(f"\n{'workload':<{width}}  {'drains':>6}  {'median':>7}  {'longest':>7}  {'over ' + format(DRAIN_MAX_S, 'g') + ' s':>8}"
-              "   (the loader's backlog dropped before the window)")
-        for w in drained:
-            print(f"{w['workload']:<{width}}  {w['drains']:>6}  {w['median_drain_s']:>6.2f}s  {w['max_drain_s']:>6.2f}s"
-                  f"  {w['drains_over_limit']:>8}")
+        _print_drains(drained, width)
     t = summary["total"]
     print(f"sweep: {t['active_s'] / 60:.1f} min of wall time ({t['points']} points, {t['points_s'] / 60:.1f} min in points,"
           f" {t['outside_points_s'] / 60:.1f} min between them: calibration, datasets, reports); "
           f"{t['outside_window_share_all']:.0%} of it outside the measured windows")
-    return 0
+
+
+def _print_phases(workloads: list[dict], width: int) -> None:
+    print(f"\n{'workload':<{width}}  {'start':>6}  {'warm-up':>7}  {'window':>7}  {'teardown':>8}  {'rest':>6}"
+          "   (medians per point)")
+    for w in workloads:
+        if w.get("median_start_s") is None:
+            continue
+        print(f"{w['workload']:<{width}}  {w['median_start_s']:>5.1f}s  {w['median_warmup_s']:>6.1f}s  "
+              f"{w['median_window_s']:>6.1f}s  {w['median_teardown_s']:>7.1f}s  {w['median_rest_s']:>5.1f}s")
+
+
+def _print_start(workloads: list[dict], width: int) -> None:
+    print(f"\n{'workload':<{width}}  {'imports':>7}  {'model':>6}  {'data':>6}  {'1st batch':>9}"
+          "   (the start, medians per point)")
+    for w in workloads:
+        if w.get("median_imports_s") is None:
+            continue
+        cells = [w.get(f"median_{k}") for k in START_PARTS]
+        print(f"{w['workload']:<{width}}  " + "  ".join(
+            f"{'-' if c is None else f'{c:.1f}s':>{n}}" for c, n in zip(cells, (7, 6, 6, 9))))
+
+
+def _print_drains(workloads: list[dict], width: int) -> None:
+    over = f"over {DRAIN_MAX_S:g} s"
+    print(f"\n{'workload':<{width}}  {'drains':>6}  {'median':>7}  {'longest':>7}  {over:>8}"
+          "   (the loader's backlog dropped before the window)")
+    for w in workloads:
+        print(f"{w['workload']:<{width}}  {w['drains']:>6}  {w['median_drain_s']:>6.2f}s  {w['max_drain_s']:>6.2f}s"
+              f"  {w['drains_over_limit']:>8}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal, overload
 
 from sizer.errors import SizerError
 
@@ -171,6 +171,16 @@ def _cell(raw: dict[str, str], column: str) -> str:
     return (raw.get(column) or "").strip()
 
 
+@overload
+def _number(raw: dict[str, str], column: str, where: str, integer: bool = False, optional: Literal[False] = False,
+            positive: bool = True) -> float: ...
+
+
+@overload
+def _number(raw: dict[str, str], column: str, where: str, integer: bool = False, optional: bool = False,
+            positive: bool = True) -> float | None: ...
+
+
 def _number(raw: dict[str, str], column: str, where: str, integer: bool = False, optional: bool = False,
             positive: bool = True) -> float | None:
     text = _cell(raw, column)
@@ -244,9 +254,12 @@ def parse_catalog(text: str, name: str, known_disks: Iterable[str] | None = None
         gpu_mem = _number(raw, "gpu_memory_gib", where, optional=True)
         nvme = _number(raw, "local_nvme_gib", where, optional=True, positive=False)
         price = _number(raw, price_column, where, optional=True) if price_column else None
+        # vcpus/memory are None only when optional_shape, i.e. there is a prior row
         if vcpus is None:
+            assert prior is not None
             vcpus = prior.vcpus
         if memory is None:
+            assert prior is not None
             memory = prior.memory_gib
         if gpu_mem is None:
             gpu_mem = prior.gpu_memory_gib if prior else GPU_MEMORY_GIB.get(normalize_gpu(gpu))

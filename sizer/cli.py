@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from typing import cast
 
 try:  # typer >= 0.25 vendors click and raises its own copy's exceptions
     from typer import _click as click
 except ImportError:  # older typer depends on click itself
-    import click
+    import click  # type: ignore[no-redef]  # same module, other location: only one branch runs
 import typer
 
 from sizer import __version__
@@ -32,8 +33,11 @@ from sizer.commands import workloads as workloads_cmd
 from sizer.errors import SizerError
 
 # Exit and Abort live in click or, where typer vendors click, in typer itself.
-_EXIT = tuple({getattr(click.exceptions, "Exit", None), getattr(typer, "Exit", None)} - {None})
-_ABORT = tuple({getattr(click.exceptions, "Abort", None), getattr(typer, "Abort", None)} - {None})
+# (click's Exit, where present, is typer.Exit re-exported: both carry exit_code.)
+_EXIT = cast("tuple[type[typer.Exit], ...]",
+             tuple({getattr(click.exceptions, "Exit", None), getattr(typer, "Exit", None)} - {None}))
+_ABORT = cast("tuple[type[BaseException], ...]",
+              tuple({getattr(click.exceptions, "Abort", None), getattr(typer, "Abort", None)} - {None}))
 
 _STATE = {"verbose": False}
 

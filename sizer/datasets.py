@@ -16,7 +16,7 @@ import shutil
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence, TypeGuard
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -119,8 +119,9 @@ def _write_json(path: Path, data: dict) -> None:
 _IDENTITY_KEYS = ("generator", "generator_version", "seed", "n_images", "n_classes", "val_fraction")
 
 
-def _is_generated(manifest: dict | None) -> bool:
-    return bool(manifest) and manifest.get("generator") == "synthetic-imagenet"
+def _is_generated(manifest: dict | None, generator: str = "synthetic-imagenet") -> TypeGuard[dict]:
+    """Whether `manifest` is one sizer's `generator` wrote."""
+    return manifest is not None and manifest.get("generator") == generator
 
 
 def default_classes(images: int, val_fraction: float = 0.1) -> int:
@@ -419,7 +420,7 @@ def ptb_info(data_dir: str | os.PathLike) -> dict:
             "tokens": len(words) + len(lines),  # + one end-of-sentence per line, as PTB counts
             "bytes": (data_dir / name).stat().st_size,
         }
-    synthetic = bool(manifest) and manifest.get("generator") == "synthetic-ptb"
+    synthetic = _is_generated(manifest, "synthetic-ptb")
     info: dict[str, Any] = {
         "kind": "ptb",
         "path": str(data_dir),
@@ -428,7 +429,7 @@ def ptb_info(data_dir: str | os.PathLike) -> dict:
         "total_bytes": sum(s["bytes"] for s in splits.values()),
         "splits": splits,
     }
-    if synthetic:
+    if _is_generated(manifest, "synthetic-ptb"):
         info["seed"] = manifest.get("seed")
         info["generator_version"] = manifest.get("generator_version")
     return info
@@ -444,10 +445,11 @@ def ensure_ptb(data_dir: str | os.PathLike, seed: int = 0, progress: bool = True
     _check_writable_dir(data_dir, "corpus directory")
     manifest = _read_json(data_dir / "manifest.json")
     present = all((data_dir / f).is_file() for f in synth.PTB_FILES)
-    synthetic_here = bool(manifest) and manifest.get("generator") == "synthetic-ptb"
+    synthetic_here = _is_generated(manifest, "synthetic-ptb")
     if present and not synthetic_here:
         return accept_real_ptb(data_dir)  # a real copy dropped in
-    current = synthetic_here and manifest.get("seed") == seed and manifest.get("generator_version") == synth.GENERATOR_VERSION
+    current = (_is_generated(manifest, "synthetic-ptb") and manifest.get("seed") == seed
+               and manifest.get("generator_version") == synth.GENERATOR_VERSION)
     if not (present and current):
         if not synthetic_here and any((data_dir / f).exists() for f in synth.PTB_FILES):
             raise SizerError(
@@ -486,7 +488,7 @@ def accept_real_ptb(path: str | os.PathLike) -> dict:
         if not head.split():
             raise SizerError(f"{p} is empty")
     info = ptb_info(data_dir)
-    counts = Counter()
+    counts: Counter[str] = Counter()
     train_words = set((data_dir / "ptb.train.txt").read_text(encoding="utf-8").split())
     for split in ("valid", "test"):
         for w in (data_dir / f"ptb.{split}.txt").read_text(encoding="utf-8").split():

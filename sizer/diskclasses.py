@@ -11,6 +11,7 @@ import csv
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Literal, overload
 
 from sizer.errors import SizerError
 
@@ -38,6 +39,14 @@ class DiskClass:
     @property
     def write_bps(self) -> int | None:
         return None if self.write_mbps is None else int(self.write_mbps * 1_000_000)
+
+
+@overload
+def _opt(value: str, row: int, column: str, name: str, integer: Literal[True]) -> int | None: ...
+
+
+@overload
+def _opt(value: str, row: int, column: str, name: str, integer: Literal[False]) -> float | None: ...
 
 
 def _opt(value: str, row: int, column: str, name: str, integer: bool) -> float | int | None:

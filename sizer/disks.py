@@ -129,7 +129,7 @@ def parse_fio_json(text: str) -> list[dict[str, Any]]:
     for job in report.get("jobs") or []:
         opts = job.get("job options") or {}
 
-        def option(*names: str, default: Any = None) -> Any:
+        def option(*names: str, default: Any = None, opts: dict = opts) -> Any:
             for source in (opts, global_opts):
                 for name in names:
                     if name in source:
@@ -199,7 +199,7 @@ def _fio_filename(path: Path) -> str:
 
 def remove_stale_scratch(directory: str | os.PathLike[str]) -> list[str]:
     """Remove scratch files left in `directory` by sizer processes that no longer run (SIGKILL)."""
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(directory))
     except OSError:

@@ -33,6 +33,7 @@ OPTIONAL_COLUMNS = (
     "input",  # files / lmdb / tar / rec / synthetic
     "decode",  # cpu / gpu
     "reads_once",  # true when the job reads each sample once (default: what the workload declares)
+    "method",  # the rule the figure follows (workloads.protocol.METHOD_VERSION); empty: unknown
 )
 USABLE_STATUSES = ("ok", "noisy")
 
@@ -59,11 +60,9 @@ class Point:
     input: str = ""
     decode: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
-    reads_once: bool | None = None  # None: what the registered workload declares (Workload.reads_once)
-
-    def __post_init__(self) -> None:
-        if self.reads_once is None:
-            self.reads_once = workload_reads_once(self.workload)
+    # None: unknown here; the model takes what the registered workload declares (Workload.reads_once).
+    reads_once: bool | None = None
+    method: int | None = None  # the rule the figure follows (METHOD_VERSION); None: unknown
 
     @property
     def usable(self) -> bool:
@@ -87,15 +86,6 @@ _FLOAT_OPTIONAL = {
     "footprint_gib",
     "calibration_ips",
 }
-
-
-def workload_reads_once(name: str) -> bool:
-    """Whether a registered workload reads each sample once; unknown workloads (imported points of
-    another tool) are taken to read their data every pass, as training does."""
-    from workloads import load_all
-
-    cls = load_all().get(name)
-    return bool(cls is not None and cls.reads_once)
 
 
 def repeat_key(p: Point) -> tuple:
@@ -191,6 +181,8 @@ def parse_points_csv(text: str, name: str = "points.csv") -> list[Point]:
                 continue
             if col == "reads_once":
                 kwargs[col] = _flag(value, i, col)
+            elif col == "method":
+                kwargs[col] = int(_number(value, i, col, integer=True))
             else:
                 kwargs[col] = _number(value, i, col) if col in _FLOAT_OPTIONAL else value
         points.append(Point(**kwargs))

@@ -16,6 +16,9 @@ what this host's CPU model can do.
 
 Outcomes become a table, JSON and JUnit XML (one testcase per check); the command exits 1 when any
 check falls short, 0 when all meet, 2 on bad input.
+
+This module judges figures it is given and measures nothing: measuring a suite (`"run": true`) is
+the command's work (`sizer.commands.qualify`).
 """
 
 from __future__ import annotations
@@ -32,12 +35,12 @@ from typing import Any, Sequence
 
 from sizer.errors import SizerError
 from sizer.points import Point
+from sizer.variants import SYNTHETIC_INPUT, Variant
 
 BASELINE_SCHEMA_VERSION = 1
 THROUGHPUT = "throughput"
 CALIBRATION = "calibration_ips"
 FIT_ERRORS = ("loo_median_ape", "loo_max_ape")
-SYNTHETIC_INPUT = "synthetic"
 _CHECK_KEYS = {
     "name",
     "workload",
@@ -307,7 +310,7 @@ def _same_shape(point: Point, shape: dict[str, Any]) -> bool:
 
 def host_calibration(points: Sequence[Point], sweeps: Sequence[Any] = ()) -> float | None:
     """The per-vCPU decode-and-augment rate of the measured host: from the points, else the sweeps."""
-    from sizer.report import sweep_calibration_ips  # one reading of the stored calibration
+    from sizer.store import sweep_calibration_ips  # one reading of the stored calibration
 
     values = [p.calibration_ips for p in points if p.calibration_ips]
     if values:
@@ -316,27 +319,15 @@ def host_calibration(points: Sequence[Point], sweeps: Sequence[Any] = ()) -> flo
     return float(statistics.median(values)) if values else None
 
 
-def split_variant(name: str) -> tuple[str, dict[str, str]]:
-    """'resnet50-train[decode=gpu]' -> ('resnet50-train', {'decode': 'gpu'}): the model's variant names."""
-    if not name.endswith("]") or "[" not in name:
-        return name, {}
-    base, _, tags = name[:-1].partition("[")
-    out = {}
-    for tag in tags.split(","):
-        key, _, value = tag.partition("=")
-        out[key.strip()] = "" if value.strip() == "-" else value.strip()
-    return base, out
-
-
 def _points_of(check: Check, by_workload: dict[str, list[Point]]) -> list[Point]:
-    base, tags = split_variant(check.workload)
-    return [p for p in by_workload.get(base, []) if all(getattr(p, k, None) == v for k, v in tags.items())]
+    variant = Variant.from_label(check.workload)
+    return [p for p in by_workload.get(variant.workload, []) if all(getattr(p, k, None) == v for k, v in variant.settings)]
 
 
 def _fit_for(check: Check, fits: dict[str, Any], path: str) -> Any:
     if check.workload in fits:
         return fits[check.workload]
-    variants = sorted(k for k in fits if split_variant(k)[0] == check.workload)
+    variants = sorted(k for k in fits if Variant.from_label(k).workload == check.workload)
     if len(variants) > 1:
         raise SizerError(
             f"{path}: check {check.name!r}: {check.workload} was measured in several variants, each fitted on its "
@@ -355,7 +346,7 @@ def evaluate(baseline: Baseline, points: Sequence[Point], sweeps: Sequence[Any] 
         by_workload.setdefault(p.workload, []).append(p)
     calibration = host_calibration(points, sweeps)
     model_checks = [c for c in baseline.checks if c.metric not in (THROUGHPUT, CALIBRATION)]
-    wanted = {split_variant(c.workload)[0] for c in model_checks}
+    wanted = {Variant.from_label(c.workload).workload for c in model_checks}
     fit_input = [p for p in points if p.workload in wanted]
     fits = fit_points(fit_input, load_disk_classes(), dataset_gib=baseline.dataset_gib) if fit_input else {}
     chosen_fits = {}
@@ -398,11 +389,11 @@ def _evaluate_one(
         unit = usable[0].unit
         source = f"median of {len(usable)} point(s)" if len(usable) > 1 else "1 point"
     elif check.metric == CALIBRATION:
+        if calibration is None:
+            return _missing(check, "the measurements carry no calibration figure", threshold, scale)
         measured = calibration
         unit = "images/s per vCPU"
         source = "host calibration"
-        if measured is None:
-            return _missing(check, "the measurements carry no calibration figure", threshold, scale)
     else:
         if fit is None:
             return _missing(check, f"no model could be fitted for {check.workload!r}", threshold, scale)
@@ -491,57 +482,3 @@ def write_junit(path: str | Path, tree: ET.ElementTree) -> Path:
     except OSError as exc:
         raise SizerError(f"cannot write JUnit file {path}: {exc.strerror}") from None
     return path
-
-
-
-# ---------------------------------------------------------------------------- running the suite
-DEFAULT_RUN_STORE = Path("results") / "qualify.sqlite"
-
-
-def sweep_options(baseline: Baseline, store: str | Path | None = None) -> Any:
-    """The sweep that measures a baseline's suite: its `sweep` object, else the checks' own shapes."""
-    from sizer.sweep import SweepOptions
-    from sizer.units import GIB
-
-    spec = baseline.sweep
-    shapes = [c.shape for c in baseline.checks if c.shape]
-    vcpus = spec.get("vcpus") or sorted({s["vcpus"] for s in shapes}) or None
-    ram_gib = spec.get("ram_gib") or sorted({s["ram_gib"] for s in shapes}) or None
-    disks = spec.get("disks") or sorted({s["disk_class"] for s in shapes}) or None
-    return SweepOptions(
-        workloads=list(spec.get("workloads") or dict.fromkeys(c.workload for c in baseline.checks)),
-        vcpus=[int(v) for v in vcpus] if vcpus else None,
-        ram_bytes=[int(float(r) * GIB) for r in ram_gib] if ram_gib else None,
-        disks=list(disks) if disks else None,
-        profile=str(spec.get("profile", "auto")),
-        store=Path(store) if store else DEFAULT_RUN_STORE,
-        out_dir=None,  # qualify writes JUnit, not a report
-        data_dir=Path(spec["data_dir"]) if spec.get("data_dir") else None,
-        resume=bool(spec.get("resume", False)),
-        time_budget_s=spec.get("time_budget_s"),
-        config=dict(spec.get("config") or {}),
-        limits=spec.get("limits"),
-        ceiling=bool(spec.get("ceiling", True)),
-        calibrate=bool(spec.get("calibrate", True)),
-        command=f"sizer qualify --baseline {baseline.path}",
-        report=False,
-    )
-
-
-def run_suite(
-    baseline: Baseline, store: str | Path | None = None, progress: bool = True, **overrides: Any
-) -> dict[str, Any]:
-    """Measure the baseline's suite (`"run": true`) with `sizer.sweep`, then read that sweep's figures.
-
-    `overrides` replace fields of the sweep's options (for example `lock_path`)."""
-    import dataclasses
-
-    from sizer.report import inputs_from_store
-    from sizer.store import Store
-    from sizer.sweep import run_sweep
-
-    options = dataclasses.replace(sweep_options(baseline, store), **overrides)
-    result = run_sweep(options, progress=progress)
-    with Store(result["store"], create=False) as opened:
-        data = inputs_from_store(opened, sweep_id=result["sweep_id"])
-    return {**data, "source": f"{result['store']} (sweep {result['sweep_id']}, run by this check)"}

@@ -19,7 +19,7 @@ from typing import Any
 from sizer.catalog import LOCAL_NVME, InstanceType, disk_types_for, normalize_gpu
 from sizer.diskclasses import DiskClass, load_disk_classes
 from sizer.errors import SizerError
-from sizer.model import WorkloadFit
+from sizer.model import Prediction, WorkloadFit, meets_tolerance
 
 
 @dataclass
@@ -91,172 +91,231 @@ def recommend(
     `gpu_memory_needed_gib` (default: the fit's measured GPU memory) excludes GPUs it does not fit.
     `cpu_scale` scales the CPU term for the target's CPU model (see sizer.model.cpu_scale).
     """
+    _check_arguments(tolerance, job_samples)
+    want = normalize_gpu(gpu)
+    rows = [r for r in catalog if normalize_gpu(r.gpu) == want]
+    notes = _fit_notes(fit, want, cpu_scale)
+    answer = Recommendation(fit.workload, fit.unit, want, fit.ceiling, tolerance, None, [], [], None,
+                            f"no catalog row has GPU {want}", False, notes=notes, ceiling_name=fit.ceiling_name)
+    if not rows:
+        return answer
+    sizing = _Sizing(
+        fit=fit,
+        table=disk_classes if disk_classes is not None else load_disk_classes(),
+        tolerance=tolerance,
+        job_samples=job_samples,
+        gpu_memory_needed_gib=gpu_memory_needed_gib if gpu_memory_needed_gib is not None else fit.gpu_memory_gib,
+        cpu_scale=cpu_scale,
+        dataset_gib=fit.value("dataset_gib", 0.0) or 0.0,
+        max_share_ram_gib=max(r.memory_gib / r.gpu_count for r in rows),
+    )
+    answer.considered = [option for row in rows for option in _row_options(sizing, row)]
+    answer.needs_local_nvme = _needs_local_nvme(sizing, answer.considered, rows)
+    chosen = _cheapest_meeting(answer.considered, sizing.table)
+    if chosen is None:
+        answer.closest, answer.reason = _no_choice(sizing, answer.considered, want)
+        return answer
+    answer.chosen = chosen
+    answer.rejected_cheaper = _rejected_cheaper(answer.considered, chosen, sizing.table)
+    answer.reason = _chosen_reason(chosen, fit.ceiling, fit.unit, want, tolerance, answer.rejected_cheaper,
+                                   fit.ceiling_name)
+    beyond = _beyond_measured(sizing, chosen)
+    if beyond:
+        notes.append(beyond)
+    answer.saving_vs_largest = _saving_vs_largest(chosen, answer.considered, job_samples)
+    return answer
+
+
+def _check_arguments(tolerance: float, job_samples: float | None) -> None:
     if not 0 < tolerance < 1:
         raise SizerError(f"tolerance must be a fraction between 0 and 1 (for example 0.05), got {tolerance:g}")
     if job_samples is not None and job_samples <= 0:
         raise SizerError(f"job samples must be > 0, got {job_samples:g}")
-    table = disk_classes if disk_classes is not None else load_disk_classes()
-    want = normalize_gpu(gpu)
-    rows = [r for r in catalog if normalize_gpu(r.gpu) == want]
-    ceiling = fit.ceiling
-    target = (1.0 - tolerance) * ceiling
-    unit = fit.unit
+
+
+def _fit_notes(fit: WorkloadFit, gpu: str, cpu_scale: float) -> list[str]:
+    """What the recommendation assumes of the fit: another GPU's ceiling, a lower bound, a CPU scale."""
     notes: list[str] = []
     measured_gpu = normalize_gpu(fit.gpu_model) if fit.gpu_model else ""
-    if measured_gpu and measured_gpu != want:
-        notes.append(f"measured on {measured_gpu}: its {fit.ceiling_name} is assumed for {want}")
+    if measured_gpu and measured_gpu != gpu:
+        notes.append(f"measured on {measured_gpu}: its {fit.ceiling_name} is assumed for {gpu}")
     if not fit.params["gpu_ceiling"].identifiable:
-        notes.append(f"the {fit.ceiling_name} was not reached in the measurements: {_fmt(ceiling)} {unit} is a lower bound")
+        notes.append(f"the {fit.ceiling_name} was not reached in the measurements: {_fmt(fit.ceiling)} {fit.unit} "
+                     "is a lower bound")
     if cpu_scale != 1.0:
         notes.append(f"CPU term scaled by {cpu_scale:.3g} for the target CPU model")
-    if not rows:
-        return Recommendation(fit.workload, unit, want, ceiling, tolerance, None, [], [], None,
-                              f"no catalog row has GPU {want}", False, notes=notes, ceiling_name=fit.ceiling_name)
+    return notes
 
-    gpu_mem_needed = gpu_memory_needed_gib if gpu_memory_needed_gib is not None else fit.gpu_memory_gib
-    dataset = fit.value("dataset_gib", 0.0) or 0.0
-    max_share_ram = max(r.memory_gib / r.gpu_count for r in rows)
 
-    considered: list[Option] = []
-    for row in rows:
-        considered.extend(_row_options(fit, row, table, target, ceiling, job_samples, gpu_mem_needed, dataset,
-                                       max_share_ram, cpu_scale))
+@dataclass
+class _Sizing:
+    """What every option of one recommendation is judged against."""
 
-    meeting = [o for o in considered if o.meets and o.price_per_gpu_hour is not None]
-    # Cheapest per GPU-hour; among equals: fewer GPUs, the least capable disk, the faster, the roomier.
-    chosen = min(meeting, key=lambda o: (o.price_per_gpu_hour, o.instance.gpu_count, _disk_rank(o.disk_class, table),
-                                         -o.predicted, -o.share_vcpus, -o.share_memory_gib, o.instance.cloud,
-                                         o.instance.instance_type)) if meeting else None
-    needs_nvme = _needs_local_nvme(fit, considered, rows, table, target, cpu_scale)
-    closest = None
-    rejected: list[Option] = []
-    if chosen is not None:
-        # Every priced row cheaper than the choice: its best disk option, which still falls short.
-        by_row: dict[tuple, Option] = {}
-        for o in considered:
-            if o.price_per_gpu_hour is None or o.price_per_gpu_hour >= chosen.price_per_gpu_hour:
-                continue
-            best = by_row.get(o.instance.key)
-            if best is None or (o.predicted, -_disk_rank(o.disk_class, table)) > (
-                    best.predicted, -_disk_rank(best.disk_class, table)):
-                by_row[o.instance.key] = o
-        rejected = sorted(by_row.values(), key=lambda o: (o.price_per_gpu_hour, o.instance.instance_type))
-        reason = _chosen_reason(chosen, ceiling, unit, want, tolerance, rejected, fit.ceiling_name)
-        beyond = _beyond_measured(fit, chosen, target, cpu_scale)
-        if beyond:
-            notes.append(beyond)
+    fit: WorkloadFit
+    table: dict[str, DiskClass]
+    tolerance: float
+    job_samples: float | None
+    gpu_memory_needed_gib: float | None
+    cpu_scale: float
+    dataset_gib: float
+    max_share_ram_gib: float  # the most RAM per GPU of any row of this GPU
+
+    def meets(self, throughput: float) -> bool:
+        return meets_tolerance(throughput, self.fit.ceiling, self.tolerance)
+
+    def predict(self, vcpus: float, ram_gib: float, disk_mbps: float | None) -> Prediction:
+        return self.fit.predict(vcpus, ram_gib, disk_mbps, cpu_scale=self.cpu_scale, monotone=True)
+
+
+@dataclass
+class _Share:
+    """One GPU's share of a catalog row: a multi-GPU row is sized per GPU."""
+
+    gpus: int
+    vcpus: float
+    memory_gib: float
+    price: float | None  # per GPU-hour
+
+    @classmethod
+    def of(cls, row: InstanceType) -> _Share:
+        n = max(row.gpu_count, 1)
+        price = None if row.price_per_hour is None else row.price_per_hour / n
+        return cls(n, row.vcpus / n, row.memory_gib / n, price)
+
+    @property
+    def note(self) -> str:
+        if self.gpus <= 1:
+            return ""
+        return (f"per-GPU share of a {self.gpus}-GPU instance: {self.vcpus:g} vCPUs, {self.memory_gib:g} GiB RAM, "
+                f"1/{self.gpus} of the disk bandwidth and price")
+
+
+def _row_options(sizing: _Sizing, row: InstanceType) -> list[Option]:
+    """One option per disk class the row can use (none for a class the disk table does not know)."""
+    share = _Share.of(row)
+    options = [_disk_option(sizing, row, share, disk) for disk in row.disk_classes]
+    return [o for o in options if o is not None]
+
+
+def _disk_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: str) -> Option | None:
+    needed = sizing.gpu_memory_needed_gib
+    if needed is not None and row.gpu_memory_gib < needed:
+        return Option(row, disk, 0.0, "gpu-memory", False, None, None, None,
+                      f"needs {needed:.3g} GiB of GPU memory; the {row.gpu} has {row.gpu_memory_gib:g}",
+                      share.vcpus, share.memory_gib, share.price, None)
+    if disk == LOCAL_NVME and 0 < sizing.dataset_gib and row.local_nvme_gib < sizing.dataset_gib:
+        return Option(row, disk, 0.0, "disk", False, None, None, None,
+                      f"the dataset ({sizing.dataset_gib:g} GiB) does not fit the local NVMe ({row.local_nvme_gib:g} GiB)",
+                      share.vcpus, share.memory_gib, share.price, sizing.fit.disk_mbps(LOCAL_NVME))
+    if disk != LOCAL_NVME and disk not in sizing.table:
+        return None  # a disk class this table does not know cannot be predicted
+    bw = sizing.fit.disk_mbps(disk)
+    if bw is None and disk != LOCAL_NVME:
+        bw = sizing.table[disk].read_mbps
+    return _predicted_option(sizing, row, share, disk, None if bw is None else bw / share.gpus)
+
+
+def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: str, bw: float | None) -> Option:
+    """The option of one row and disk class as the model predicts it (`bw`: the share's read MB/s)."""
+    pred = sizing.predict(max(share.vcpus, 1e-9), share.memory_gib, bw)
+    x = pred.throughput
+    bottleneck = pred.bottleneck
+    if bottleneck in ("disk", "memory") and pred.ram_needed_gib is not None and x > 0:
+        # More RAM is the lever only where some row of this GPU has that much.
+        bottleneck = "memory" if pred.ram_needed_gib <= sizing.max_share_ram_gib else "disk"
+    meets = sizing.meets(x)
+    cost_per_million = None if share.price is None or x <= 0 else share.price / (x * 3600.0) * 1e6
+    hours = cost = None
+    if sizing.job_samples and x > 0:
+        hours = sizing.job_samples / x / 3600.0
+        cost = None if share.price is None else hours * share.price
+    option = Option(row, disk, x, bottleneck, meets, cost_per_million, hours, cost, "",
+                    share.vcpus, share.memory_gib, share.price, bw)
+    option.reason = "; ".join(_option_reasons(sizing, option, share, pred.ram_needed_gib))
+    return option
+
+
+def _option_reasons(sizing: _Sizing, option: Option, share: _Share, ram_needed_gib: float | None) -> list[str]:
+    """Why an option stands where it does: its share of the ceiling, what binds it, its disk and price."""
+    fit, x, bottleneck = sizing.fit, option.predicted, option.bottleneck
+    why = [share.note] if share.note else []
+    if x <= 0:
+        why.append("the workload's memory footprint does not fit")
+    elif option.meets:
+        why.append(f"{x / fit.ceiling:.0%} of the {fit.ceiling_name}")
     else:
-        priced = [o for o in considered if o.price_per_gpu_hour is not None and o.bottleneck != "gpu-memory"]
-        if priced:
-            closest = max(priced, key=lambda o: (round(o.predicted, 6), -o.price_per_gpu_hour))
-            reason = (f"no {want} instance in the catalog reaches {1 - tolerance:.0%} of the {fit.ceiling_name} "
-                      f"({_fmt(ceiling)} {unit}); the fastest, {closest.instance.instance_type} with a "
-                      f"{closest.disk_class} disk, is predicted at {_fmt(closest.predicted)} {unit} "
-                      f"({closest.predicted / ceiling:.0%}), bound by {closest.bottleneck}")
-        elif any(o.meets for o in considered):
-            reason = (f"only unpriced {want} rows reach the bound (for example "
-                      f"{next(o for o in considered if o.meets).instance.instance_type}): add their prices with --catalog")
-        elif considered and all(o.bottleneck == "gpu-memory" for o in considered):
-            reason = f"the workload needs {gpu_mem_needed:.3g} GiB of GPU memory: it does not fit a {want}"
-        else:
-            reason = f"no priced {want} row in the catalog"
-    saving = _saving_vs_largest(chosen, considered, job_samples) if chosen is not None else None
-    return Recommendation(
-        workload=fit.workload,
-        unit=unit,
-        gpu=want,
-        ceiling=ceiling,
-        tolerance=tolerance,
-        chosen=chosen,
-        rejected_cheaper=rejected,
-        considered=considered,
-        saving_vs_largest=saving,
-        reason=reason,
-        needs_local_nvme=needs_nvme,
-        closest=closest,
-        notes=notes,
-        ceiling_name=fit.ceiling_name,
-    )
+        why.append(f"{x / fit.ceiling:.0%} of the {fit.ceiling_name}: {bottleneck}-bound")
+        if bottleneck == "memory" and ram_needed_gib:
+            why.append(f"about {ram_needed_gib:.3g} GiB would cache enough of the dataset")
+    peak = fit.usl_peak_vcpus()
+    if peak is not None and share.vcpus > peak and bottleneck == "cpu":
+        why.append(f"more than about {peak:.0f} input workers slow the pipeline down: run that many")
+    if option.disk_class != LOCAL_NVME:
+        types = disk_types_for(option.instance.cloud, option.disk_class)
+        if types:
+            why.append(f"{option.disk_class} on {option.instance.cloud}: {', '.join(types)}")
+    if share.price is None:
+        why.append("no price: listed, but cannot be recommended on price")
+    return why
 
 
-def _row_options(fit, row: InstanceType, table, target, ceiling, job_samples, gpu_mem_needed, dataset,
-                 max_share_ram, cpu_scale) -> list[Option]:
-    n = max(row.gpu_count, 1)
-    share_v = row.vcpus / n
-    share_m = row.memory_gib / n
-    price = None if row.price_per_hour is None else row.price_per_hour / n
-    share_note = (f"per-GPU share of a {n}-GPU instance: {share_v:g} vCPUs, {share_m:g} GiB RAM, "
-                  f"1/{n} of the disk bandwidth and price" if n > 1 else "")
-    options = []
-    for disk in row.disk_classes:
-        why: list[str] = []
-        if share_note:
-            why.append(share_note)
-        if gpu_mem_needed is not None and row.gpu_memory_gib < gpu_mem_needed:
-            options.append(Option(row, disk, 0.0, "gpu-memory", False, None, None, None,
-                                  f"needs {gpu_mem_needed:.3g} GiB of GPU memory; the {row.gpu} has {row.gpu_memory_gib:g}",
-                                  share_v, share_m, price, None))
+def _cheapest_meeting(considered: list[Option], table: dict[str, DiskClass]) -> Option | None:
+    """The cheapest priced option that meets the bound; among equals: fewer GPUs, the least capable
+    disk, the faster, the roomier."""
+    meeting = [o for o in considered if o.meets and o.price_per_gpu_hour is not None]
+    if not meeting:
+        return None
+    return min(meeting, key=lambda o: (o.price_per_gpu_hour, o.instance.gpu_count, _disk_rank(o.disk_class, table),
+                                       -o.predicted, -o.share_vcpus, -o.share_memory_gib, o.instance.cloud,
+                                       o.instance.instance_type))
+
+
+def _rejected_cheaper(considered: list[Option], chosen: Option, table: dict[str, DiskClass]) -> list[Option]:
+    """Every priced row cheaper than the choice: its best disk option, which still falls short."""
+    chosen_price = chosen.price_per_gpu_hour or 0.0
+    by_row: dict[tuple, Option] = {}
+    for o in considered:
+        if o.price_per_gpu_hour is None or o.price_per_gpu_hour >= chosen_price:
             continue
-        if disk == LOCAL_NVME:
-            bw = fit.disk_mbps(LOCAL_NVME)
-            if dataset > 0 and row.local_nvme_gib < dataset:
-                options.append(Option(row, disk, 0.0, "disk", False, None, None, None,
-                                      f"the dataset ({dataset:g} GiB) does not fit the local NVMe ({row.local_nvme_gib:g} GiB)",
-                                      share_v, share_m, price, bw))
-                continue
-        elif disk in table:
-            bw = fit.disk_mbps(disk)
-            if bw is None:
-                bw = table[disk].read_mbps
-        else:
-            continue  # a disk class this table does not know cannot be predicted
-        if bw is not None:
-            bw = bw / n
-        pred = fit.predict(max(share_v, 1e-9), share_m, bw, cpu_scale=cpu_scale, monotone=True)
-        x = pred.throughput
-        bottleneck = pred.bottleneck
-        if bottleneck in ("disk", "memory") and pred.ram_needed_gib is not None and x > 0:
-            # More RAM is the lever only where some row of this GPU has that much.
-            bottleneck = "memory" if pred.ram_needed_gib <= max_share_ram else "disk"
-        meets = x >= target * (1 - 1e-9)
-        cpm = None if price is None or x <= 0 else price / (x * 3600.0) * 1e6
-        hours = cost = None
-        if job_samples and x > 0:
-            hours = job_samples / x / 3600.0
-            cost = None if price is None else hours * price
-        if x <= 0:
-            why.append("the workload's memory footprint does not fit")
-        elif meets:
-            why.append(f"{x / ceiling:.0%} of the {fit.ceiling_name}")
-        else:
-            why.append(f"{x / ceiling:.0%} of the {fit.ceiling_name}: {bottleneck}-bound")
-            if bottleneck == "memory" and pred.ram_needed_gib:
-                why.append(f"about {pred.ram_needed_gib:.3g} GiB would cache enough of the dataset")
-        peak = fit.usl_peak_vcpus()
-        if peak is not None and share_v > peak and bottleneck == "cpu":
-            why.append(f"more than about {peak:.0f} input workers slow the pipeline down: run that many")
-        if disk != LOCAL_NVME:
-            types = disk_types_for(row.cloud, disk)
-            if types:
-                why.append(f"{disk} on {row.cloud}: {', '.join(types)}")
-        if price is None:
-            why.append("no price: listed, but cannot be recommended on price")
-        options.append(Option(row, disk, x, bottleneck, meets, cpm, hours, cost, "; ".join(why),
-                              share_v, share_m, price, bw))
-    return options
+        best = by_row.get(o.instance.key)
+        if best is None or (o.predicted, -_disk_rank(o.disk_class, table)) > (
+                best.predicted, -_disk_rank(best.disk_class, table)):
+            by_row[o.instance.key] = o
+    return sorted(by_row.values(), key=lambda o: (o.price_per_gpu_hour, o.instance.instance_type))
 
 
-def _beyond_measured(fit, option: Option, target: float, cpu_scale: float) -> str | None:
+def _no_choice(sizing: _Sizing, considered: list[Option], gpu: str) -> tuple[Option | None, str]:
+    """Where no priced option meets the bound: the fastest priced option, if any, and why none was chosen."""
+    fit = sizing.fit
+    priced = [o for o in considered if o.price_per_gpu_hour is not None and o.bottleneck != "gpu-memory"]
+    if priced:
+        closest = max(priced, key=lambda o: (round(o.predicted, 6), -(o.price_per_gpu_hour or 0.0)))
+        return closest, (f"no {gpu} instance in the catalog reaches {1 - sizing.tolerance:.0%} of the "
+                         f"{fit.ceiling_name} ({_fmt(fit.ceiling)} {fit.unit}); the fastest, "
+                         f"{closest.instance.instance_type} with a {closest.disk_class} disk, is predicted at "
+                         f"{_fmt(closest.predicted)} {fit.unit} ({closest.predicted / fit.ceiling:.0%}), "
+                         f"bound by {closest.bottleneck}")
+    meeting = [o for o in considered if o.meets]
+    if meeting:
+        return None, (f"only unpriced {gpu} rows reach the bound (for example {meeting[0].instance.instance_type}): "
+                      "add their prices with --catalog")
+    if considered and all(o.bottleneck == "gpu-memory" for o in considered):
+        return None, (f"the workload needs {sizing.gpu_memory_needed_gib:.3g} GiB of GPU memory: "
+                      f"it does not fit a {gpu}")
+    return None, f"no priced {gpu} row in the catalog"
+
+
+def _beyond_measured(sizing: _Sizing, option: Option) -> str | None:
     """A note when an option meets the target only at more vCPUs than any measured point had: its
-    CPU term there is the fitted curve's extrapolation, which a small change in the fit can turn
-    (seen on the H200 example: the contention term of resnet50-train's fit fell from 0.0007 to 0
-    when its figures were re-derived, and the 24-vCPU share of a p5en.48xlarge went from 89% to 100%
-    of the ceiling)."""
+    CPU term there is the fitted curve's extrapolation, which a small change in the fit can turn (a
+    contention term of 0.0007 rather than 0 can take a 24-vCPU share from 100% to 89% of the
+    ceiling)."""
+    fit = sizing.fit
     top = fit.measured_vcpus_max
     if not top or option.share_vcpus <= top:
         return None
-    at_top = fit.predict(top, option.share_memory_gib, option.disk_mbps, cpu_scale=cpu_scale, monotone=True)
-    if at_top.throughput >= target * (1 - 1e-9):
+    at_top = sizing.predict(top, option.share_memory_gib, option.disk_mbps)
+    if sizing.meets(at_top.throughput):
         return None
     return (f"{option.instance.instance_type} gives each GPU {option.share_vcpus:g} vCPUs, more than the {top} "
             f"measured; at {top} the model predicts {_fmt(at_top.throughput)} {fit.unit} "
@@ -264,7 +323,7 @@ def _beyond_measured(fit, option: Option, target: float, cpu_scale: float) -> st
             f"the CPU term, so measure a shape with {option.share_vcpus:g} vCPUs before buying")
 
 
-def _needs_local_nvme(fit, considered, rows, table, target, cpu_scale) -> bool:
+def _needs_local_nvme(sizing: _Sizing, considered: list[Option], rows: list[InstanceType]) -> bool:
     """True when only unthrottled local NVMe reaches the bound (so only instances with it qualify)."""
     meeting = [o for o in considered if o.meets]
     if meeting:
@@ -272,12 +331,12 @@ def _needs_local_nvme(fit, considered, rows, table, target, cpu_scale) -> bool:
     # Nothing meets: would the biggest share reach it unthrottled but not on the fastest cloud disk?
     big = max(rows, key=lambda r: (r.vcpus / r.gpu_count, r.memory_gib / r.gpu_count))
     v, m = big.vcpus / big.gpu_count, big.memory_gib / big.gpu_count
-    unthrottled = fit.predict(v, m, fit.disk_mbps(LOCAL_NVME), cpu_scale=cpu_scale, monotone=True).throughput
-    capped = [c.read_mbps for c in table.values() if c.read_mbps is not None]
+    capped = [c.read_mbps for c in sizing.table.values() if c.read_mbps is not None]
     if not capped:
         return False
-    fastest = fit.predict(v, m, max(capped), cpu_scale=cpu_scale, monotone=True).throughput
-    return unthrottled >= target > fastest
+    unthrottled = sizing.predict(v, m, sizing.fit.disk_mbps(LOCAL_NVME)).throughput
+    fastest = sizing.predict(v, m, max(capped)).throughput
+    return sizing.meets(unthrottled) and not sizing.meets(fastest)
 
 
 def _chosen_reason(chosen: Option, ceiling, unit, gpu, tolerance, rejected: list[Option],
@@ -304,7 +363,7 @@ def _chosen_reason(chosen: Option, ceiling, unit, gpu, tolerance, rejected: list
     return "; ".join(parts)
 
 
-def _saving_vs_largest(chosen: Option, considered: list[Option], job_samples) -> dict[str, Any] | None:
+def _saving_vs_largest(chosen: Option, considered: list[Option], job_samples: float | None) -> dict[str, Any] | None:
     """The choice against the largest one-GPU shape of the GPU (same cloud when it has one)."""
     priced = [o for o in considered if o.price_per_gpu_hour is not None and o.bottleneck != "gpu-memory"]
     single = [o for o in priced if o.instance.gpu_count == 1]
@@ -319,8 +378,8 @@ def _saving_vs_largest(chosen: Option, considered: list[Option], job_samples) ->
                       key=lambda r: (r.vcpus / r.gpu_count, r.memory_gib / r.gpu_count, r.price_per_hour or 0))
     row_opts = [o for o in pool if o.instance.key == largest_row.key]
     largest = max(row_opts, key=lambda o: (o.predicted, -math.inf if o.disk_mbps is None else 0))
-    price_l = largest.price_per_gpu_hour
-    price_c = chosen.price_per_gpu_hour
+    price_l = largest.price_per_gpu_hour or 0.0  # both priced: the pool and the choice have prices
+    price_c = chosen.price_per_gpu_hour or 0.0
     out: dict[str, Any] = {
         "basis": basis,
         "cloud": largest.instance.cloud,

@@ -22,7 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, Any, Callable
 
 from sizer.errors import SizerError
 from sizer.limits import sysfs
@@ -57,10 +57,10 @@ def pycache_dir() -> Path:
 def bytecode_env(environ: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """(variables to set, variables to drop) so a worker reads the frameworks' bytecode instead of
     compiling their sources on every start. Where bytecode may not be written
-    (PYTHONDONTWRITEBYTECODE, as in an image whose site-packages hold no __pycache__), every point
-    compiled PyTorch and torchvision again: 7.5-8 s of imports per point on an H100 host, 2.6 s from
-    bytecode (benchmarks/worker_start.py, docs/PERFORMANCE.md). The bytecode then goes to sizer's
-    own cache (PYTHONPYCACHEPREFIX, or the one the caller set), never beside the sources."""
+    (PYTHONDONTWRITEBYTECODE, as in an image whose site-packages hold no __pycache__), each point
+    would compile PyTorch and torchvision again: 7.5-8 s of imports per point on an H100 host, 2.6 s
+    from bytecode. The bytecode then goes to sizer's own cache (PYTHONPYCACHEPREFIX, or the one the
+    caller set), never beside the sources."""
     if not environ.get("PYTHONDONTWRITEBYTECODE"):
         return {}, []
     return {"PYTHONPYCACHEPREFIX": environ.get("PYTHONPYCACHEPREFIX") or str(pycache_dir())}, ["PYTHONDONTWRITEBYTECODE"]
@@ -154,6 +154,15 @@ def run_point(
 POINT_DIR_PREFIX = "sizer-point-"
 
 
+@dataclass
+class _WorkerExit:
+    """How a worker ended: its exit status (negative: the signal), whether it overran, how long it ran."""
+
+    returncode: int | None
+    timed_out: bool
+    wall_s: float
+
+
 def _run_point_in(
     spec: Spec,
     group: LimitGroup | None,
@@ -166,6 +175,42 @@ def _run_point_in(
     framework: str,
     should_stop: Callable[[], bool] | None,
 ) -> PointRun:
+    spec, spec_path, out_path, err_path = _write_spec(spec, wdir)
+    child_env = worker_env(spec, extra_env, env)
+    before_cpu = group.cpu_seconds() if group is not None else 0.0
+    before_read = group.read_bytes() if group is not None else 0
+    command = [python, "-m", "workloads", "run", "--spec", str(spec_path), "--out", str(out_path)]
+    started = time.time()
+    with open(err_path, "wb") as err, open(wdir / "stdout.txt", "wb") as out:
+        ended = _run_worker(command, spec, group, child_env, out, err, timeout_s, should_stop)
+    # Orphans of the worker (a loader process it did not reap) must not run into the next point.
+    if group is not None and getattr(group, "kill_all", None) is not None:
+        group.kill_all()  # type: ignore[attr-defined]
+
+    oom = _oom_killed(group, ended.returncode)
+    result = _judge(_read_result(out_path), spec, ended, oom, timeout_s, err_path, unit, framework)
+    figures: dict[str, Any] = {}
+    enforced: dict[str, Any] = {}
+    if group is not None:
+        figures = {
+            "cgroup_cpu_seconds": round(group.cpu_seconds() - before_cpu, 6),
+            "cgroup_read_bytes": int(group.read_bytes() - before_read),
+            "cgroup_memory_peak_bytes": group.memory_peak_bytes(),
+            "cgroup_oom_kill": oom,
+        }
+        enf: Enforcement = group.enforcement()
+        enforced = dataclasses.asdict(enf)
+        result.counters.update(figures)
+        result.extra["enforcement"] = enforced
+    result.extra["worker_wall_s"] = round(ended.wall_s, 3)
+    result.extra["returncode"] = ended.returncode
+    return PointRun(result=result, enforced=enforced, started=started, wall_s=ended.wall_s,
+                    returncode=ended.returncode, cgroup=figures)
+
+
+def _write_spec(spec: Spec, wdir: Path) -> tuple[Spec, Path, Path, Path]:
+    """The point's folder with the worker's spec in it and no result or stderr of an earlier run:
+    (the spec, its path, the result's path, the stderr's path)."""
     wdir.mkdir(parents=True, exist_ok=True)
     spec_path, out_path, err_path = wdir / "spec.json", wdir / "result.json", wdir / "stderr.txt"
     for stale in (out_path, err_path):
@@ -173,7 +218,12 @@ def _run_point_in(
     if not spec.work_dir:
         spec = dataclasses.replace(spec, work_dir=str(wdir))
     spec_path.write_text(spec.to_json())
+    return spec, spec_path, out_path, err_path
 
+
+def worker_env(spec: Spec, extra_env: dict[str, str], env: dict[str, str] | None) -> dict[str, str]:
+    """The worker's environment: sizer's own, the interpreter's additions (PYTHONPATH ahead of
+    sizer's), thread pools sized to the shape, the caller's `env`, and the bytecode cache."""
     child_env = dict(os.environ)
     child_env.update(extra_env)
     if "PYTHONPATH" in extra_env and os.environ.get("PYTHONPATH"):
@@ -186,7 +236,11 @@ def _run_point_in(
     child_env.update(set_vars)
     for name in drop_vars:
         child_env.pop(name, None)
+    return child_env
 
+
+def _preexec(group: LimitGroup | None) -> Callable[[], None]:
+    """What the child runs between fork and exec: die with sizer, then join the limit group."""
     join = group.preexec() if group is not None else None
     arm = _die_with_parent()
 
@@ -195,53 +249,73 @@ def _run_point_in(
         if join is not None:
             join()
 
-    before_cpu = group.cpu_seconds() if group is not None else 0.0
-    before_read = group.read_bytes() if group is not None else 0
-    command = [python, "-m", "workloads", "run", "--spec", str(spec_path), "--out", str(out_path)]
-    started = time.time()
-    t0 = time.monotonic()
-    timed_out = False
-    with open(err_path, "wb") as err, open(wdir / "stdout.txt", "wb") as out:
-        try:
-            proc = subprocess.Popen(
-                command,
-                stdout=out,
-                stderr=err,
-                stdin=subprocess.DEVNULL,
-                env=child_env,
-                cwd=str(REPO_ROOT),
-                preexec_fn=preexec,
-                start_new_session=True,
-            )
-        except subprocess.SubprocessError as exc:
-            raise SizerError(f"cannot start the worker for {spec.workload} in its limit group: {exc}") from None
-        deadline = t0 + timeout_s
-        returncode: int | None = None
-        try:
-            while True:
-                try:
-                    returncode = proc.wait(timeout=max(0.01, min(0.25, deadline - time.monotonic())))
-                    break
-                except subprocess.TimeoutExpired:
-                    if should_stop is not None and should_stop():
-                        raise KeyboardInterrupt from None
-                    if time.monotonic() >= deadline:
-                        timed_out = True
-                        _kill_session(proc, group)
-                        returncode = proc.returncode
-                        break
-        except BaseException:  # Ctrl-C, SIGTERM: take the worker down with us
-            _kill_session(proc, group)
-            raise
-    wall = time.monotonic() - t0
-    # Orphans of the worker (a loader process it did not reap) must not run into the next point.
-    if group is not None and getattr(group, "kill_all", None) is not None:
-        group.kill_all()  # type: ignore[attr-defined]
+    return preexec
 
-    result = _read_result(out_path)
-    oom = False
-    if group is not None and group.oom_killed():
-        oom = bool(getattr(group, "oom_exact", True)) or returncode == -signal.SIGKILL
+
+def _run_worker(
+    command: list[str],
+    spec: Spec,
+    group: LimitGroup | None,
+    child_env: dict[str, str],
+    out: IO[bytes],
+    err: IO[bytes],
+    timeout_s: float,
+    should_stop: Callable[[], bool] | None,
+) -> _WorkerExit:
+    """Start the worker in its own session inside the group and wait for it, ending it at the
+    timeout; Ctrl-C, SIGTERM or `should_stop` take it down with everything it started."""
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=child_env,
+            cwd=str(REPO_ROOT),
+            preexec_fn=_preexec(group),
+            start_new_session=True,
+        )
+    except subprocess.SubprocessError as exc:
+        raise SizerError(f"cannot start the worker for {spec.workload} in its limit group: {exc}") from None
+    deadline = t0 + timeout_s
+    try:
+        while True:
+            try:
+                returncode = proc.wait(timeout=max(0.01, min(0.25, deadline - time.monotonic())))
+                return _WorkerExit(returncode, False, time.monotonic() - t0)
+            except subprocess.TimeoutExpired:
+                if should_stop is not None and should_stop():
+                    raise KeyboardInterrupt from None
+                if time.monotonic() >= deadline:
+                    _kill_session(proc, group)
+                    return _WorkerExit(proc.returncode, True, time.monotonic() - t0)
+    except BaseException:  # Ctrl-C, SIGTERM: take the worker down with us
+        _kill_session(proc, group)
+        raise
+
+
+def _oom_killed(group: LimitGroup | None, returncode: int | None) -> bool:
+    """The group's OOM events say the kernel killed a process of it; where those events are not
+    exact, the worker must also have died of SIGKILL."""
+    if group is None or not group.oom_killed():
+        return False
+    return bool(getattr(group, "oom_exact", True)) or returncode == -signal.SIGKILL
+
+
+def _judge(
+    result: Result | None,
+    spec: Spec,
+    ended: _WorkerExit,
+    oom: bool,
+    timeout_s: float,
+    err_path: Path,
+    unit: str,
+    framework: str,
+) -> Result:
+    """The point's Result: the worker's own, with its status set by how the worker ended (oom,
+    timeout, error) and the end of its stderr where it failed."""
+    returncode = ended.returncode
     base = result or Result(workload=spec.workload, framework=framework, unit=unit, profile=spec.profile)
     if oom:
         base.status = OOM
@@ -250,7 +324,7 @@ def _run_point_in(
             f"killed at the memory limit (cgroup OOM events; exit {returncode})"
             + (f": {base.error}" if base.error else "")
         )
-    elif timed_out:
+    elif ended.timed_out:
         base.status = TIMEOUT
         base.error = f"no result within {timeout_s:.0f} s (time budget {spec.time_budget_s:g} s); worker killed"
     elif result is None:
@@ -264,24 +338,8 @@ def _run_point_in(
         if tail and tail not in base.error:
             base.error += "\nstderr:\n" + tail
     if not base.wall_s:
-        base.wall_s = wall
-
-    figures: dict[str, Any] = {}
-    enforced: dict[str, Any] = {}
-    if group is not None:
-        figures = {
-            "cgroup_cpu_seconds": round(group.cpu_seconds() - before_cpu, 6),
-            "cgroup_read_bytes": int(group.read_bytes() - before_read),
-            "cgroup_memory_peak_bytes": group.memory_peak_bytes(),
-            "cgroup_oom_kill": oom,
-        }
-        enf: Enforcement = group.enforcement()
-        enforced = dataclasses.asdict(enf)
-        base.counters.update(figures)
-        base.extra["enforcement"] = enforced
-    base.extra["worker_wall_s"] = round(wall, 3)
-    base.extra["returncode"] = returncode
-    return PointRun(result=base, enforced=enforced, started=started, wall_s=wall, returncode=returncode, cgroup=figures)
+        base.wall_s = ended.wall_s
+    return base
 
 
 def _read_result(path: Path) -> Result | None:

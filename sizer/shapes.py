@@ -167,7 +167,8 @@ class PlannedPoint:
 
     def label(self) -> str:
         extra = " (ceiling: synthetic input)" if self.ceiling else ""
-        settings = "" if self.ceiling or not self.config else " (" + ", ".join(f"{k}={self.config[k]}" for k in sorted(self.config)) + ")"
+        listed = ", ".join(f"{k}={self.config[k]}" for k in sorted(self.config))
+        settings = "" if self.ceiling or not self.config else f" ({listed})"
         again = f" (pass {self.pass_no})" if self.pass_no > 1 else ""
         return f"{self.workload}{settings} @ {self.shape.label()}{extra}{again}"
 

@@ -1,9 +1,10 @@
 """The results store: SQLite in WAL mode, versioned, committed point by point.
 
-Tables: hosts, sweeps, points (one per measured shape, with its figures and the limits that were
-enforced) and samples (every raw step). A point is committed in one transaction as soon as it
-finishes, so a crash, a kill or Ctrl-C loses at most the point in flight. A store written by a
-newer sizer is refused; an older one is migrated in place.
+Tables: hosts, sweeps, points (one per measured shape, with its figures, the method they follow
+and the limits that were enforced) and steps (each point's raw steps, packed in one row; see
+sizer/store_schema.py). A point is committed in one transaction as soon as it finishes, so a
+crash, a kill or Ctrl-C loses at most the point in flight. A store written by a newer sizer is
+refused; an older one is migrated in place, in one transaction, and compacted.
 """
 
 from __future__ import annotations
@@ -18,68 +19,19 @@ from typing import Any, Iterator
 
 from sizer.errors import SizerError
 from sizer.points import Point
+from sizer.store_schema import MIGRATIONS, SCHEMA_VERSION, insert_steps, result_json, unpack_steps
 from workloads.protocol import Result
 
-SCHEMA_VERSION = 1
-
-# MIGRATIONS[v] upgrades a store from version v to v + 1. Version 0 is an empty file.
-MIGRATIONS: dict[int, str] = {
-    0: """
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE hosts (
-        id INTEGER PRIMARY KEY,
-        fingerprint TEXT NOT NULL UNIQUE,
-        info TEXT NOT NULL,
-        created REAL NOT NULL
-    );
-    CREATE TABLE sweeps (
-        id INTEGER PRIMARY KEY,
-        host_id INTEGER NOT NULL REFERENCES hosts(id),
-        plan_hash TEXT NOT NULL,
-        command TEXT NOT NULL,
-        config TEXT NOT NULL,
-        calibration TEXT NOT NULL DEFAULT '{}',
-        started REAL NOT NULL,
-        finished REAL
-    );
-    CREATE TABLE points (
-        id INTEGER PRIMARY KEY,
-        sweep_id INTEGER NOT NULL REFERENCES sweeps(id),
-        key TEXT NOT NULL,
-        workload TEXT NOT NULL,
-        profile TEXT NOT NULL,
-        vcpus INTEGER NOT NULL,
-        ram_gib REAL NOT NULL,
-        disk_class TEXT NOT NULL,
-        status TEXT NOT NULL,
-        throughput REAL NOT NULL,
-        unit TEXT NOT NULL,
-        spread REAL NOT NULL,
-        bottleneck TEXT NOT NULL,
-        enforced TEXT NOT NULL,
-        result TEXT NOT NULL,
-        started REAL NOT NULL,
-        finished REAL NOT NULL,
-        UNIQUE (sweep_id, key)
-    );
-    CREATE TABLE samples (
-        point_id INTEGER NOT NULL REFERENCES points(id) ON DELETE CASCADE,
-        idx INTEGER NOT NULL,
-        seconds REAL NOT NULL,
-        samples REAL NOT NULL,
-        warmup INTEGER NOT NULL,
-        PRIMARY KEY (point_id, idx)
-    );
-    CREATE INDEX points_workload ON points(workload);
-    """,
-}
+__all__ = ["SCHEMA_VERSION", "Store", "SweepRow", "host_fingerprint", "plan_hash", "point_from_result",
+           "sweep_calibration_ips"]
 
 
 def host_fingerprint(info: dict[str, Any]) -> str:
     """A machine's identity: host name, CPU model and threads, GPU models, and what tells two
     machines of one kind apart (their GPUs' UUIDs, /etc/machine-id): lent GPU machines all carry
     the host name 'vm' and the same CPU and GPU models."""
-    gpu = info.get("gpu") if isinstance(info.get("gpu"), dict) else {}
+    raw_gpu = info.get("gpu")
+    gpu: dict[str, Any] = raw_gpu if isinstance(raw_gpu, dict) else {}
     uuids = sorted(str(d.get("uuid")) for d in gpu.get("devices", []) if isinstance(d, dict) and d.get("uuid"))
     identity = {k: info.get(k) for k in ("hostname", "cpu_model", "threads", "gpus")}
     if uuids:
@@ -87,6 +39,13 @@ def host_fingerprint(info: dict[str, Any]) -> str:
     if info.get("machine_id"):
         identity["machine_id"] = info["machine_id"]
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _inserted_id(cur: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just added (typeshed types lastrowid as optional; after an INSERT it is set)."""
+    rowid = cur.lastrowid
+    assert rowid is not None, "INSERT left no lastrowid"
+    return int(rowid)
 
 
 def plan_hash(config: dict[str, Any]) -> str:
@@ -141,22 +100,44 @@ class Store:
         return int(row[0]) if row else 0
 
     def _migrate(self) -> None:
-        version = self.schema_version()
-        if version > SCHEMA_VERSION:
-            raise SizerError(
-                f"{self.path} was written by a newer sizer (store schema {version}; this one reads up to "
-                f"{SCHEMA_VERSION}): upgrade sizer"
-            )
-        while version < SCHEMA_VERSION:
+        """Bring the store to SCHEMA_VERSION, each step in one transaction that re-reads the version
+        first (two processes opening one old store migrate it once); compact it where it held points."""
+        if self._readable_version() == SCHEMA_VERSION:
+            return
+        migrated_points = False
+        while True:
             with self.conn:
-                for statement in _split_sql(MIGRATIONS[version]):
-                    self.conn.execute(statement)
-                version += 1
+                self.conn.execute("BEGIN IMMEDIATE")
+                version = self._readable_version()
+                if version == SCHEMA_VERSION:
+                    break
+                migrated_points = migrated_points or (version > 0 and self._count("points") > 0)
+                MIGRATIONS[version](self.conn)
                 self.conn.execute(
                     "INSERT INTO meta(key, value) VALUES('schema_version', ?) "
                     "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                    (str(version),),
+                    (str(version + 1),),
                 )
+        if migrated_points:
+            self.compact()
+
+    def _readable_version(self) -> int:
+        """The store's schema version, refused where a newer sizer wrote it."""
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise SizerError(
+                f"{self.path} was written by a newer sizer (store schema {version}; this one reads up "
+                f"to {SCHEMA_VERSION}): upgrade sizer"
+            )
+        return version
+
+    def _count(self, table: str) -> int:
+        return int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+    def compact(self) -> None:
+        """Rewrite the file without the space that deleted rows left (VACUUM) and empty the WAL."""
+        self.conn.execute("VACUUM")
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
         self.conn.close()
@@ -179,7 +160,7 @@ class Store:
                 "INSERT INTO hosts(fingerprint, info, created) VALUES(?,?,?)",
                 (fingerprint, json.dumps(info), time.time()),
             )
-            return int(cur.lastrowid)
+            return _inserted_id(cur)
 
     def start_sweep(self, host_id: int, command: str, config: dict[str, Any]) -> int:
         with self.conn:
@@ -187,7 +168,7 @@ class Store:
                 "INSERT INTO sweeps(host_id, plan_hash, command, config, started) VALUES(?,?,?,?,?)",
                 (host_id, plan_hash(config), command, json.dumps(config, sort_keys=True), time.time()),
             )
-            return int(cur.lastrowid)
+            return _inserted_id(cur)
 
     def set_calibration(self, sweep_id: int, calibration: dict[str, Any]) -> None:
         with self.conn:
@@ -260,27 +241,35 @@ class Store:
                 ).fetchone():
                     copied["skipped_sweeps"] += 1
                     continue
-                sweep_id = self.conn.execute(
+                sweep_id = _inserted_id(self.conn.execute(
                     "INSERT INTO sweeps(host_id, plan_hash, command, config, calibration, started, finished)"
                     " VALUES(?,?,?,?,?,?,?)",
                     (host_id, sweep["plan_hash"], sweep["command"], sweep["config"], sweep["calibration"],
                      sweep["started"], sweep["finished"]),
-                ).lastrowid
+                ))
                 copied["sweeps"] += 1
-                columns = ("key, workload, profile, vcpus, ram_gib, disk_class, status, throughput, unit, spread,"
-                           " bottleneck, enforced, result, started, finished")
-                for point in other.conn.execute(f"SELECT id, {columns} FROM points WHERE sweep_id=? ORDER BY id", (sweep["id"],)):
-                    point_id = self.conn.execute(
-                        f"INSERT INTO points(sweep_id, {columns}) VALUES({','.join('?' * 16)})",
-                        (sweep_id, *tuple(point)[1:]),
-                    ).lastrowid
-                    self.conn.executemany(
-                        "INSERT INTO samples(point_id, idx, seconds, samples, warmup) VALUES(?,?,?,?,?)",
-                        [(point_id, *tuple(r)) for r in other.conn.execute(
-                            "SELECT idx, seconds, samples, warmup FROM samples WHERE point_id=? ORDER BY idx", (point["id"],))],
-                    )
-                    copied["points"] += 1
+                copied["points"] += self._copy_points(other, int(sweep["id"]), sweep_id)
         return copied
+
+    _POINT_COLUMNS = ("key", "workload", "profile", "vcpus", "ram_gib", "disk_class", "status", "throughput", "unit",
+                      "spread", "bottleneck", "enforced", "result", "started", "finished", "method")
+
+    def _copy_points(self, other: "Store", from_sweep: int, to_sweep: int) -> int:
+        """Copy one sweep's points of `other`, with their steps, into sweep `to_sweep` here."""
+        columns = self._POINT_COLUMNS
+        rows = other.conn.execute(
+            f"SELECT {', '.join('p.' + c for c in columns)}, s.count, s.data"
+            " FROM points p LEFT JOIN steps s ON s.point_id = p.id WHERE p.sweep_id=? ORDER BY p.id",
+            (from_sweep,),
+        ).fetchall()
+        for row in rows:
+            *point, count, data = tuple(row)
+            point_id = self.conn.execute(
+                f"INSERT INTO points(sweep_id, {', '.join(columns)}) VALUES(?{', ?' * len(columns)})", (to_sweep, *point)
+            ).lastrowid
+            if data is not None:
+                self.conn.execute("INSERT INTO steps(point_id, count, data) VALUES(?,?,?)", (point_id, count, data))
+        return len(rows)
 
     # ------------------------------------------------------------------ points
     def add_point(
@@ -292,12 +281,12 @@ class Store:
         enforced: dict[str, Any],
         started: float,
     ) -> int:
-        """Store one finished point and its raw samples in one transaction (committed on return)."""
+        """Store one finished point and its raw steps in one transaction (committed on return)."""
         with self.conn:
             cur = self.conn.execute(
                 "INSERT INTO points(sweep_id, key, workload, profile, vcpus, ram_gib, disk_class, status,"
-                " throughput, unit, spread, bottleneck, enforced, result, started, finished)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                " throughput, unit, spread, bottleneck, enforced, result, started, finished, method)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                 " ON CONFLICT(sweep_id, key) DO NOTHING",
                 (
                     sweep_id,
@@ -313,18 +302,16 @@ class Store:
                     float(result.spread),
                     result.bottleneck,
                     json.dumps(enforced, sort_keys=True),
-                    result.to_json(),
+                    result_json(result),
                     started,
                     time.time(),
+                    int(result.method),
                 ),
             )
             if not cur.rowcount:
                 raise SizerError(f"point {key} is already stored in sweep {sweep_id}")
-            point_id = int(cur.lastrowid)
-            self.conn.executemany(
-                "INSERT INTO samples(point_id, idx, seconds, samples, warmup) VALUES(?,?,?,?,?)",
-                [(point_id, i, s[0], s[1], int(bool(s[2]))) for i, s in enumerate(result.steps)],
-            )
+            point_id = _inserted_id(cur)
+            insert_steps(self.conn, point_id, result.steps)
             return point_id
 
     def point_keys(self, sweep_id: int) -> set[str]:
@@ -337,25 +324,54 @@ class Store:
             yield from self.conn.execute("SELECT * FROM points WHERE sweep_id=? ORDER BY id", (sweep_id,))
 
     def results(self, sweep_id: int | None = None) -> list[tuple[sqlite3.Row, Result]]:
-        return [(row, Result.from_json(row["result"])) for row in self.point_rows(sweep_id)]
+        """Each point's row and its Result, whole again: its steps and its method put back."""
+        query = "SELECT p.*, s.count AS step_count, s.data AS step_data FROM points p LEFT JOIN steps s ON s.point_id = p.id"
+        if sweep_id is None:
+            rows = self.conn.execute(query + " ORDER BY p.id")
+        else:
+            rows = self.conn.execute(query + " WHERE p.sweep_id=? ORDER BY p.id", (sweep_id,))
+        out = []
+        for row in rows:
+            result = Result.from_json(row["result"])
+            result.steps = unpack_steps(row["step_data"], row["step_count"])
+            result.method = int(row["method"])
+            out.append((row, result))
+        return out
 
     def samples(self, point_id: int) -> list[tuple[float, float, int]]:
-        return [
-            (r[0], r[1], r[2])
-            for r in self.conn.execute(
-                "SELECT seconds, samples, warmup FROM samples WHERE point_id=? ORDER BY idx", (point_id,)
-            )
-        ]
+        """A point's raw steps as (seconds, samples, warm-up 0/1)."""
+        row = self.conn.execute("SELECT count, data FROM steps WHERE point_id=?", (point_id,)).fetchone()
+        steps = unpack_steps(row[1], row[0]) if row else []
+        return [(seconds, samples, int(warmup)) for seconds, samples, warmup in steps]
 
     def points(self, sweep_id: int | None = None) -> list[Point]:
-        """Points in the form the model and the report use."""
+        """The store's points (of one sweep, or all), in the form the model, the recommender and the
+        report use: each with its sweep's CPU calibration and whether its workload reads each sample
+        once (what the registered workload declares)."""
+        from workloads import declares_reads_once
+
+        calibration = {s.id: sweep_calibration_ips(s.calibration) for s in self.sweeps()}
         out = []
         for row, result in self.results(sweep_id):
-            out.append(point_from_result(row, result))
+            point = point_from_result(row, result)
+            point.calibration_ips = calibration.get(row["sweep_id"])
+            point.reads_once = declares_reads_once(point.workload)
+            out.append(point)
         return out
 
 
+def sweep_calibration_ips(calibration: dict[str, Any] | None) -> float | None:
+    """The per-vCPU decode-and-augment rate (images/s) recorded with a sweep (`sizer sweep`'s calibration)."""
+    for key in ("ips_per_vcpu", "calibration_ips"):
+        value = (calibration or {}).get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return None
+
+
 def point_from_result(row: Any, result: Result) -> Point:
+    """A stored point (its row and Result) as a Point, without what its sweep and its workload add
+    (`Store.points` adds both): no calibration, and reads_once unknown."""
     counters = result.counters or {}
     extra = dict(result.extra or {})
     cpu_ms = counters.get("cpu_ms_per_sample")  # the window's CPU time per sample (`sizer report --cpu-cost`)
@@ -386,8 +402,5 @@ def point_from_result(row: Any, result: Result) -> Point:
         input=str(result.config.get("input", "")),
         decode=str(result.config.get("decode", "")),
         extra=extra,
+        method=result.method,
     )
-
-
-def _split_sql(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]

@@ -1,5 +1,5 @@
 """A loader worker writes a batch's images straight into one uint8 tensor in shared memory
-(torch_common.ImageSamples -> ImageBatch -> collate_images): the same pixels and labels as a
+(image_loader.ImageSamples -> ImageBatch -> collate_images): the same pixels and labels as a
 tensor per image stacked by default_collate, in-process and from forked DataLoader workers."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from workloads import formats, synth  # noqa: E402
-from workloads import torch_common as tc  # noqa: E402
+from workloads import batch_buffers, image_loader, image_transforms  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def folder(tmp_path_factory) -> Path:
     return out
 
 
-def _stacked(dataset: tc.ImageSamples, indices: list[int]):
+def _stacked(dataset: image_loader.ImageSamples, indices: list[int]):
     from torch.utils.data import default_collate
 
     return default_collate([dataset[i] for i in indices])
@@ -31,11 +31,11 @@ def _stacked(dataset: tc.ImageSamples, indices: list[int]):
 @pytest.mark.parametrize("read_threads", [0, 3])
 def test_an_assembled_batch_is_the_stack_of_its_images(folder, read_threads):
     samples = formats.open_image_dataset(folder, "files", "train")
-    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads)
+    dataset = image_loader.ImageSamples(samples, image_transforms.eval_transform(32, 36), read_threads)
     indices = [4, 1, 19, 1, 7]
     batch = dataset.__getitems__(indices)
-    assert isinstance(batch, tc.ImageBatch)
-    images, labels = tc.collate_images(batch)
+    assert isinstance(batch, batch_buffers.ImageBatch)
+    images, labels = image_loader.collate_images(batch)
     want_images, want_labels = _stacked(dataset, indices)
     assert images.dtype == torch.uint8 and images.shape == (5, 32, 32, 3)
     assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
@@ -44,9 +44,9 @@ def test_an_assembled_batch_is_the_stack_of_its_images(folder, read_threads):
 
 def test_forked_workers_hand_over_batches_in_shared_memory_with_the_same_pixels(folder):
     samples = formats.open_image_dataset(folder, "files", "train")
-    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads=2)
+    dataset = image_loader.ImageSamples(samples, image_transforms.eval_transform(32, 36), read_threads=2)
     loader = torch.utils.data.DataLoader(dataset, batch_size=6, num_workers=2, shuffle=False,
-                                         collate_fn=tc.collate_images, persistent_workers=False)
+                                         collate_fn=image_loader.collate_images, persistent_workers=False)
     batches = list(loader)
     assert len(batches) == 4
     for k, (images, labels) in enumerate(batches):
@@ -57,10 +57,10 @@ def test_forked_workers_hand_over_batches_in_shared_memory_with_the_same_pixels(
 
 def test_a_transform_of_another_kind_is_collated_as_before(folder):
     samples = formats.open_image_dataset(folder, "files", "train")
-    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36, normalize="worker"), read_threads=0)
+    dataset = image_loader.ImageSamples(samples, image_transforms.eval_transform(32, 36, normalize="worker"), read_threads=0)
     batch = dataset.__getitems__([0, 1])
     assert isinstance(batch, list)  # float CHW per image, default_collate's job
-    images, labels = tc.collate_images(batch)
+    images, labels = image_loader.collate_images(batch)
     assert images.dtype == torch.float32 and images.shape == (2, 3, 32, 32)
 
 
@@ -73,7 +73,7 @@ def test_images_of_different_sizes_in_one_batch_are_a_clear_error():
         Image.new("RGB", (w, h), (200, 10, 10)).save(buf, format="JPEG")
         return buf.getvalue()
 
-    dataset = tc.ImageSamples([(jpeg(40, 30), 0), (jpeg(30, 40), 1)], Compose([tc.ToHWCUint8()]))
+    dataset = image_loader.ImageSamples([(jpeg(40, 30), 0), (jpeg(30, 40), 1)], Compose([image_transforms.ToHWCUint8()]))
     with pytest.raises(ValueError, match="must end at one size"):
         dataset.__getitems__([0, 1])
 
@@ -96,8 +96,8 @@ def test_pinned_loader_workers_each_run_on_one_cpu_of_the_shape():
     cpus = sorted(os.sched_getaffinity(0))
     seen = {}
     for pin in (False, True):
-        loader = tc.make_loader(_Affinity(), 1, 2, 2, pin_memory=False, shuffle=False, seed=0, pin_workers=pin)
-        with tc.closing_loader(loader):
+        loader = image_loader.make_loader(_Affinity(), 1, 2, 2, pin_memory=False, shuffle=False, seed=0, pin_workers=pin)
+        with image_loader.closing_loader(loader):
             it = iter(loader)
             seen[pin] = [next(it)[0].tolist() for _ in range(4)]
     assert all(batch == cpus for batch in seen[False])
@@ -106,7 +106,7 @@ def test_pinned_loader_workers_each_run_on_one_cpu_of_the_shape():
         assert seen[True][0] != seen[True][1]
 
 
-def _expected(dataset: tc.ImageSamples, batch_size: int, k: int):
+def _expected(dataset: image_loader.ImageSamples, batch_size: int, k: int):
     """Batch k of a loader over endless unshuffled passes of the dataset."""
     n = len(dataset)
     return _stacked(dataset, [(batch_size * k + i) % n for i in range(batch_size)])
@@ -114,12 +114,12 @@ def _expected(dataset: tc.ImageSamples, batch_size: int, k: int):
 
 def test_recycled_buffers_are_filled_again_only_after_the_training_process_let_go(folder):
     samples = formats.open_image_dataset(folder, "files", "train")
-    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads=0)
-    loader = tc.make_loader(dataset, 6, 2, 2, pin_memory=False, shuffle=False, seed=0, recycle_batches=True)
+    dataset = image_loader.ImageSamples(samples, image_transforms.eval_transform(32, 36), read_threads=0)
+    loader = image_loader.make_loader(dataset, 6, 2, 2, pin_memory=False, shuffle=False, seed=0, recycle_batches=True)
     recycler = dataset.recycler
     assert recycler is not None and recycler.slots == 4
     buffers = set()
-    with tc.closing_loader(loader):
+    with image_loader.closing_loader(loader):
         it = iter(loader)
         for k in range(20):  # each batch dropped before the next: its buffer comes back
             images, labels = next(it)
@@ -135,15 +135,27 @@ def test_recycled_buffers_are_filled_again_only_after_the_training_process_let_g
 
 def test_batches_the_training_process_still_holds_are_never_overwritten(folder):
     samples = formats.open_image_dataset(folder, "files", "train")
-    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads=0)
-    loader = tc.make_loader(dataset, 6, 2, 2, pin_memory=False, shuffle=False, seed=0, recycle_batches=True)
-    with tc.closing_loader(loader):
+    dataset = image_loader.ImageSamples(samples, image_transforms.eval_transform(32, 36), read_threads=0)
+    loader = image_loader.make_loader(dataset, 6, 2, 2, pin_memory=False, shuffle=False, seed=0, recycle_batches=True)
+    with image_loader.closing_loader(loader):
         it = iter(loader)
         held = [next(it) for _ in range(16)]  # twice the buffers there are: workers take fresh blocks
     for k, (images, labels) in enumerate(held):
         want_images, want_labels = _expected(dataset, 6, k)
         assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
     assert len({images.untyped_storage().data_ptr() for images, _ in held}) == 16
+
+
+def test_a_recycler_tells_its_buffers_from_fresh_blocks(folder):
+    samples = formats.open_image_dataset(folder, "files", "train")
+    dataset = image_loader.ImageSamples(samples, image_transforms.eval_transform(32, 36), read_threads=0)
+    loader = image_loader.make_loader(dataset, 6, 2, 2, pin_memory=False, shuffle=False, seed=0, recycle_batches=True)
+    with image_loader.closing_loader(loader):
+        it = iter(loader)
+        held = [next(it)[0] for _ in range(16)]  # twice the buffers: the rest are fresh blocks
+        recycled = [dataset.recycler.is_recycled(images) for images in held]
+    assert 0 < sum(recycled) <= 8 and sum(recycled) < len(held)
+    assert not dataset.recycler.is_recycled(torch.empty(6, 32, 32, 3, dtype=torch.uint8))
 
 
 def _children_total(counter: str) -> float:
@@ -160,9 +172,9 @@ def test_recycling_cuts_the_workers_page_faults(folder):
     samples = formats.open_image_dataset(folder, "files", "train")
     faults = {}
     for recycle in (False, True):
-        dataset = tc.ImageSamples(samples, tc.eval_transform(128, 144), read_threads=0)
-        loader = tc.make_loader(dataset, 8, 1, 2, pin_memory=False, shuffle=False, seed=0, recycle_batches=recycle)
-        with tc.closing_loader(loader):
+        dataset = image_loader.ImageSamples(samples, image_transforms.eval_transform(128, 144), read_threads=0)
+        loader = image_loader.make_loader(dataset, 8, 1, 2, pin_memory=False, shuffle=False, seed=0, recycle_batches=recycle)
+        with image_loader.closing_loader(loader):
             it = iter(loader)
             for _ in range(6):
                 next(it)
@@ -179,9 +191,9 @@ def test_recycling_cuts_the_workers_page_faults(folder):
 def test_a_closing_loader_drops_the_batch_a_worker_is_making(folder, assemble, monkeypatch):
     """Once the stop flag is up, the batch being made is dropped at its next image, not finished."""
     samples = formats.open_image_dataset(folder, "files", "train")
-    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads=2, assemble=assemble)
+    dataset = image_loader.ImageSamples(samples, image_transforms.eval_transform(32, 36), read_threads=2, assemble=assemble)
     decoded = []
-    real_decode = tc.decode_rgb
+    real_decode = image_loader.decode_rgb
 
     def decode_then_close(data):
         decoded.append(1)
@@ -189,17 +201,17 @@ def test_a_closing_loader_drops_the_batch_a_worker_is_making(folder, assemble, m
             dataset.stop.value = 1  # as closing_loader does, from the training process
         return real_decode(data)
 
-    monkeypatch.setattr(tc, "decode_rgb", decode_then_close)
-    with pytest.raises(tc.LoaderStopped):
+    monkeypatch.setattr(image_loader, "decode_rgb", decode_then_close)
+    with pytest.raises(image_loader.LoaderStopped):
         dataset.__getitems__(list(range(12)))
     assert len(decoded) == 3  # the other 9 images of the batch were never decoded
 
 
 def test_closing_a_loader_sets_the_flag_its_forked_workers_see_and_stops_them(folder):
     samples = formats.open_image_dataset(folder, "files", "train")
-    dataset = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads=0)
-    loader = tc.make_loader(dataset, 4, workers=2, prefetch_factor=2, pin_memory=False, shuffle=False, seed=0)
-    with tc.closing_loader(loader):
+    dataset = image_loader.ImageSamples(samples, image_transforms.eval_transform(32, 36), read_threads=0)
+    loader = image_loader.make_loader(dataset, 4, workers=2, prefetch_factor=2, pin_memory=False, shuffle=False, seed=0)
+    with image_loader.closing_loader(loader):
         batches = iter(loader)
         images, _ = next(batches)
         assert images.shape == (4, 32, 32, 3) and not dataset.stop.value
@@ -214,10 +226,10 @@ def test_forked_workers_add_their_decoding_to_the_training_processs_counters(fol
     """Each worker times its decode and augmentation per image into counters made before it forked:
     the training process reads every worker's images, and CPU seconds that are part of the workers'."""
     samples = formats.open_image_dataset(folder, "files", "train")
-    dataset = tc.ImageSamples(samples, tc.train_transform(96), read_threads=2, assemble=assemble)
+    dataset = image_loader.ImageSamples(samples, image_transforms.train_transform(96), read_threads=2, assemble=assemble)
     assert dataset.decode_counters() == {"decode_cpu_seconds": 0.0, "decoded_images": 0.0}
-    loader = tc.make_loader(dataset, 4, workers=2, prefetch_factor=2, pin_memory=False, shuffle=True, seed=0)
-    with tc.closing_loader(loader):
+    loader = image_loader.make_loader(dataset, 4, workers=2, prefetch_factor=2, pin_memory=False, shuffle=True, seed=0)
+    with image_loader.closing_loader(loader):
         batches = iter(loader)
         for _ in range(10):
             next(batches)
@@ -249,25 +261,26 @@ def test_an_unordered_loader_takes_a_fast_workers_batches_before_a_slow_ones(fol
             return torch.tensor([i, info.id if info is not None else -1, os.getpid()])
 
     for in_order, first_worker in ((True, 0), (False, 1)):
-        loader = tc.make_loader(SlowFirstWorker(), 1, workers=2, prefetch_factor=2, pin_memory=False,
-                                shuffle=False, seed=0, collate_fn=torch.utils.data.default_collate, in_order=in_order)
-        with tc.closing_loader(loader):
+        loader = image_loader.make_loader(SlowFirstWorker(), 1, workers=2, prefetch_factor=2, pin_memory=False,
+                                          shuffle=False, seed=0, collate_fn=torch.utils.data.default_collate,
+                                          in_order=in_order)
+        with image_loader.closing_loader(loader):
             first = next(iter(loader))
         assert int(first[0, 1]) == first_worker, (in_order, first)
 
 
 def test_registered_buffers_are_used_where_the_pipeline_allows_them_unless_turned_off():
     gpu = {"recycle_batches": True, "assemble_batches": True}
-    assert tc.use_registered_buffers({**gpu, "register_buffers": "auto"}, True, False, "device")
-    assert tc.use_registered_buffers(gpu, True, False, "device")  # auto when unset
+    assert batch_buffers.use_registered_buffers({**gpu, "register_buffers": "auto"}, True, False, "device")
+    assert batch_buffers.use_registered_buffers(gpu, True, False, "device")  # auto when unset
     # Where the pipeline does not allow it, auto quietly keeps the pin-memory thread ...
-    assert not tc.use_registered_buffers(gpu, False, False, "device")  # no CUDA device
-    assert not tc.use_registered_buffers(gpu, True, True, "device")  # nvjpeg decoding
-    assert not tc.use_registered_buffers(gpu, True, False, "worker")  # float batches
-    assert not tc.use_registered_buffers({**gpu, "recycle_batches": False}, True, False, "device")
+    assert not batch_buffers.use_registered_buffers(gpu, False, False, "device")  # no CUDA device
+    assert not batch_buffers.use_registered_buffers(gpu, True, True, "device")  # nvjpeg decoding
+    assert not batch_buffers.use_registered_buffers(gpu, True, False, "worker")  # float batches
+    assert not batch_buffers.use_registered_buffers({**gpu, "recycle_batches": False}, True, False, "device")
     # ... and asked for outright it is an error; turned off it is off.
     with pytest.raises(ValueError, match="register_buffers needs device=cuda"):
-        tc.use_registered_buffers({**gpu, "register_buffers": True}, False, False, "device")
-    assert not tc.use_registered_buffers({**gpu, "register_buffers": False}, True, False, "device")
+        batch_buffers.use_registered_buffers({**gpu, "register_buffers": True}, False, False, "device")
+    assert not batch_buffers.use_registered_buffers({**gpu, "register_buffers": False}, True, False, "device")
     with pytest.raises(ValueError, match="auto, true or false"):
-        tc.use_registered_buffers({**gpu, "register_buffers": "sometimes"}, True, False, "device")
+        batch_buffers.use_registered_buffers({**gpu, "register_buffers": "sometimes"}, True, False, "device")

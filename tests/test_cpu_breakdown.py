@@ -94,7 +94,7 @@ def test_a_gpu_fed_in_bursts_by_busy_cpus_is_not_labelled_gpu_bound():
     from workloads.measure import bottleneck_label
 
     window = {"measured_seconds": 10.0, "read_bytes": 0.0, "cpu_util_per_vcpu": 0.99}
-    # Machine V, 12 vCPUs: GPU busy in most samples (median 95%) but 70% of the window on average.
+    # 12 busy vCPUs feeding an H200: GPU busy in most samples (median 95%) but 70% of the window on average.
     assert bottleneck_label({**window, "gpu_util_pct": 95.0, "gpu_util_mean_pct": 70.0}, 12) == "cpu"
     assert bottleneck_label({**window, "gpu_util_pct": 99.0, "gpu_util_mean_pct": 96.0}, 12) == "gpu"
     # Counters without the mean (stored before it was recorded) fall back to the median.

@@ -81,22 +81,6 @@ def _point(v, rate, probe, util=0.98):
                  extra={"host_speed": {"before_mbps": probe, "after_mbps": probe}})
 
 
-def test_host_drift_divides_out_a_slow_moment_and_leaves_a_real_difference(benchmark):
-    module = benchmark("host_drift")
-    # The same CPU-bound shape at three moments: the rate follows the host's speed.
-    points = [_point(v, 250.0 * v * s, 60.0 * s) for v in (2, 4) for s in (0.8, 1.0, 1.15)]
-    points.append(_point(4, 10.0, 60.0, util=0.1))  # a point whose vCPUs idled is left out
-    out = module.drift(points)
-    assert out["points"] == 6
-    assert out["correlation"] == pytest.approx(1.0, abs=1e-9)
-    assert out["scatter"] == pytest.approx(1.15 / 0.8 - 1)
-    assert out["scatter_normalized"] == pytest.approx(0.0, abs=1e-9)
-    # A rate that differs while the probe does not is not the host's moment.
-    flat = [_point(2, rate, 60.0) for rate in (400.0, 500.0, 600.0)]
-    out = module.drift(flat)
-    assert out["correlation"] is None and out["scatter_normalized"] == pytest.approx(0.5)
-
-
 def test_cpu_cost_takes_a_slow_moment_out_within_a_vcpu_count_and_keeps_contention():
     from sizer.model import take_out_cpu_cost
     from sizer.points import Point

@@ -1,5 +1,5 @@
 """The window of a loader-fed point opens once the batches its loader made before are taken
-(torch_common.drain_ready): a consumer faster than its loader no longer spends the window's first
+(loop.drain_ready): a consumer faster than its loader no longer spends the window's first
 seconds on that backlog."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from workloads import torch_common as tc
+from workloads import loop
 from workloads.measure import Meter
 from workloads.protocol import Result
 
@@ -36,7 +36,7 @@ def test_drain_drops_the_ready_batches_and_opens_the_window_as_a_fetch_waits():
         time.sleep(0.005)
         return 4.0
 
-    tc.run_epochs(meter, loader(), step, tc.StepClock("cpu"), {}, samples_of=tc.batch_samples)
+    loop.run_epochs(meter, loader(), step, loop.StepClock("cpu"), {}, samples_of=loop.batch_samples)
     result = meter.finish(_result(), 1)
     assert result.counters["drained_batches"] == 6  # the third to the eighth: made before the window
     assert result.counters["drained_samples"] == 24
@@ -44,8 +44,8 @@ def test_drain_drops_the_ready_batches_and_opens_the_window_as_a_fetch_waits():
     assert 100 < result.throughput < 140
     assert result.counters["taken"] == result.counters["measured_samples"]  # counters start with the window
     with pytest.raises(ValueError, match="samples_of"):
-        tc.run_epochs(Meter(warmup_steps=1, time_budget_s=1, drain=True, gpu=False), loader(), step,
-                      tc.StepClock("cpu"), {})
+        loop.run_epochs(Meter(warmup_steps=1, time_budget_s=1, drain=True, gpu=False), loader(), step,
+                        loop.StepClock("cpu"), {})
 
 
 class _SlowItems:
@@ -80,7 +80,7 @@ def _measured_rate(drain: bool, item_s: float = 0.02, batch: int = 4, workers: i
 
     it = iter(loader)
     try:
-        tc.run_epochs(meter, it, step, tc.StepClock("cpu"), {}, samples_of=tc.batch_samples)
+        loop.run_epochs(meter, it, step, loop.StepClock("cpu"), {}, samples_of=loop.batch_samples)
         return meter.finish(_result(), 2)
     finally:
         it._shutdown_workers()
@@ -119,7 +119,7 @@ def test_a_loader_slower_than_its_consumer_is_not_drained_at_its_own_pace():
     # waits a whole batch. Taken for a ready fetch's pace, that wait let the drain drop batch after
     # batch as they were made (an H100 at 2 vCPUs: 20 batches in 10.9 s, a window of 6 steps).
     meter = Meter(warmup_steps=2, time_budget_s=1.0, min_steps=5, min_seconds=0.4, n_windows=5, gpu=False, drain=True)
-    tc.run_epochs(meter, _paced_loader(0.1), lambda batch: 4.0, tc.StepClock("cpu"), {}, samples_of=tc.batch_samples)
+    loop.run_epochs(meter, _paced_loader(0.1), lambda batch: 4.0, loop.StepClock("cpu"), {}, samples_of=loop.batch_samples)
     result = meter.finish(_result(), 1)
     assert result.counters["drained_batches"] == 0
     assert result.counters["drain_seconds"] < 0.3
@@ -130,10 +130,10 @@ def test_a_loader_slower_than_its_consumer_is_not_drained_at_its_own_pace():
 def test_a_drain_ends_after_its_time_limit_whatever_its_fetches_take(monkeypatch):
     # Fetches that each wait alike (batches made evenly, none ready) never look like a wait to the
     # relative rule once one of them passed for ready: the time limit ends the drain.
-    monkeypatch.setattr(tc, "DRAIN_FIRST_WAIT_S", 1.0)
-    monkeypatch.setattr(tc, "DRAIN_MAX_S", 0.3)
+    monkeypatch.setattr(loop, "DRAIN_FIRST_WAIT_S", 1.0)
+    monkeypatch.setattr(loop, "DRAIN_MAX_S", 0.3)
     meter = Meter(warmup_steps=2, time_budget_s=1.0, min_steps=5, min_seconds=0.4, n_windows=5, gpu=False, drain=True)
-    tc.run_epochs(meter, _paced_loader(0.05), lambda batch: 4.0, tc.StepClock("cpu"), {}, samples_of=tc.batch_samples)
+    loop.run_epochs(meter, _paced_loader(0.05), lambda batch: 4.0, loop.StepClock("cpu"), {}, samples_of=loop.batch_samples)
     result = meter.finish(_result(), 1)
     assert 1 <= result.counters["drained_batches"] <= 8
     assert result.counters["drain_seconds"] < 0.5

@@ -9,8 +9,9 @@ import pytest
 
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
-from sizer.model import Param, Prediction, cpu_scale, fit_points, group_points, simulate_points
+from sizer.model import Param, Prediction, cpu_scale, fit_points, group_points
 from sizer.points import Point
+from simulate import simulate_points
 
 DISKS = {"local-nvme": None, "ssd": 300.0, "standard": 140.0}
 # A CPU-decoding input pipeline with visible contention, a disk that binds at the small RAM level.
@@ -411,15 +412,21 @@ def test_a_job_that_reads_once_gets_nothing_from_ram_beyond_its_footprint(disk_c
         p.reads_once = False
     again = _fit(points, disk_classes)
     assert again.predict(16, 256.0, 140.0).throughput > 1.5 * big.throughput  # training's later epochs are cached
+    for p in points:  # points that do not say: as their workload declares
+        p.workload, p.reads_once = "imagenet-preprocess", None
+    assert fit_points(points, disk_classes)["imagenet-preprocess"].reads_once
 
 
 def test_reads_once_comes_from_the_workload_and_round_trips_through_points_csv(tmp_path):
     from sizer.points import read_points_csv, write_points_csv
+    from workloads import declares_reads_once
 
-    assert Point("imagenet-preprocess", 2, 8.0, "ssd", 1.0, "images/s").reads_once
-    assert Point("resnet50-infer", 2, 8.0, "ssd", 1.0, "images/s").reads_once
-    assert not Point("resnet50-train", 2, 8.0, "ssd", 1.0, "images/s").reads_once
-    assert not Point("someone-elses-job", 2, 8.0, "ssd", 1.0, "images/s").reads_once
+    # A point that does not say is fitted as its workload declares (the value itself loads no registry).
+    assert Point("imagenet-preprocess", 2, 8.0, "ssd", 1.0, "images/s").reads_once is None
+    assert declares_reads_once("imagenet-preprocess")
+    assert declares_reads_once("resnet50-infer")
+    assert not declares_reads_once("resnet50-train")
+    assert not declares_reads_once("someone-elses-job")
     path = tmp_path / "points.csv"
     write_points_csv([Point("someone-elses-job", 2, 8.0, "ssd", 1.0, "images/s", reads_once=True)], path)
     assert read_points_csv(path)[0].reads_once is True

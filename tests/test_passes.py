@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from sizer.errors import SizerError
-from sizer.model import simulate_points
 from sizer.points import Point, combine_passes
 from sizer.shapes import MAX_PASSES, build_plan
+from simulate import simulate_points
 
 
 @pytest.fixture(autouse=True)
@@ -186,7 +186,8 @@ def test_worst_predicted_names_each_workloads_worst_shapes_at_their_median():
 
 @pytest.mark.parametrize("args, message", [
     (["--refine", "-1"], "--refine wants 0 (off) or more shapes per workload, got -1"),
-    (["--refine", "1", "--passes", str(MAX_PASSES)], f"--refine measures a pass beyond --passes: give --passes below {MAX_PASSES}, got {MAX_PASSES}"),
+    (["--refine", "1", "--passes", str(MAX_PASSES)],
+     f"--refine measures a pass beyond --passes: give --passes below {MAX_PASSES}, got {MAX_PASSES}"),
 ])
 def test_a_bad_refine_option_exits_2_before_any_work(cli, tmp_path, args, message):
     code, out, err = cli("sweep", "--workloads", "cpu-spin", *args, "--store", str(tmp_path / "s.sqlite"))
@@ -288,39 +289,3 @@ def test_a_sweep_of_two_passes_in_slices_stores_both_and_reports_one_figure_per_
     assert all(min(r) > 0 for r in rates.values())
     csv_rows = (tmp_path / "out" / "points.csv").read_text().strip().splitlines()
     assert len(csv_rows) == 1 + 4  # every measurement, not the medians
-
-
-def test_sweep_cost_splits_a_start_in_the_order_its_stages_happened(benchmark):
-    """Image workloads open their loader before they build the model: each part of the start is
-    the time from the stage before it, whatever order the stages came in."""
-    sweep_cost = benchmark("sweep_cost")
-    timeline = {"torch_imported": 3.0, "data_opened": 6.5, "model_built": 7.0, "first_step_done": 9.5,
-                "window_start": 10.5, "window_end": 18.5, "run_returned": 19.0}
-    parts = sweep_cost.phases(timeline, wall_s=21.0)
-    assert parts["imports_s"] == 3.0 and parts["data_s"] == 3.5
-    assert parts["model_s"] == pytest.approx(0.5) and parts["first_batch_s"] == pytest.approx(2.5)
-    assert parts["start_s"] == 9.5 and parts["teardown_s"] == pytest.approx(0.5) and parts["rest_s"] == 2.0
-
-
-def test_sweep_cost_counts_the_drains_that_outlasted_their_limit(benchmark):
-    """The H100 sweeps, each drain read from the store's own counters: AC's, drained before the
-    drain's first-fetch rule (15 of 60 drains past the limit, the longest 10.9 s), and AE's after it."""
-    sweep_cost = benchmark("sweep_cost")
-    examples = Path(__file__).resolve().parent.parent / "examples" / "h100-sweep"
-    seen = {}
-    for name in ("sizer.sqlite", "train-AE.sqlite"):
-        store = examples / name
-        with sqlite3.connect(store) as conn:
-            drains = [json.loads(raw)["counters"].get("drain_seconds") for (raw,) in conn.execute("SELECT result FROM points")]
-        drains = [d for d in drains if d is not None]  # the synthetic-input point has no loader to drain
-        (train,) = sweep_cost.summarize(sweep_cost.point_costs(store))["workloads"]
-        assert train["drains"] == len(drains)
-        assert train["max_drain_s"] == pytest.approx(max(drains))
-        assert train["median_drain_s"] == pytest.approx(statistics.median(drains))
-        assert train["drains_over_limit"] == sum(d > sweep_cost.DRAIN_MAX_S for d in drains)
-        seen[name] = train
-    before, after = seen["sizer.sqlite"], seen["train-AE.sqlite"]
-    assert (before["drains"], before["drains_over_limit"]) == (60, 15)
-    assert after["drains_over_limit"] < before["drains_over_limit"] and after["max_drain_s"] < 2.0
-    assert sweep_cost.drain_figures([]) == {}
-    assert sweep_cost.drain_figures([0.02, 0.04, 3.0])["drains_over_limit"] == 1

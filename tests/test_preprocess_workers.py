@@ -26,7 +26,7 @@ def test_every_task_comes_back_once():
 
 
 def test_stopping_with_megabyte_results_in_flight_returns_at_once_and_leaves_no_process():
-    for take in range(5, 45, 4):  # Pool.terminate() hung in about 2% of such stops (benchmarks/pool_stop.py)
+    for take in range(5, 45, 4):  # Pool.terminate() hangs in about 2% of such stops
         workers = ChunkWorkers(8, fn=_megabyte)
         for k, _ in enumerate(workers.imap_unordered(list(range(1000)))):
             if k == take:

@@ -1,4 +1,4 @@
-"""Loader workers read a batch's files ahead of decoding it (torch_common.ImageSamples): the same
+"""Loader workers read a batch's files ahead of decoding it (image_loader.ImageSamples): the same
 items in the same order as one read at a time, from every format, in forked DataLoader workers,
 with the reads really in flight together."""
 
@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from workloads import formats, synth  # noqa: E402
-from workloads import torch_common as tc  # noqa: E402
+from workloads import gpu_augment, image_loader, image_transforms  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +35,10 @@ def _same(a, b) -> bool:
 def test_batch_read_ahead_gives_the_items_one_read_gives(packed, fmt):
     samples = formats.open_image_dataset(packed, fmt, "train")
     indices = [5, 0, 17, 3, 3, 22, 9, 11]
-    raw = tc.ImageSamples(samples, None, read_threads=3)  # bytes as stored: exact comparison
+    raw = image_loader.ImageSamples(samples, None, read_threads=3)  # bytes as stored: exact comparison
     assert _same(raw.__getitems__(indices), [raw[i] for i in indices])
-    decoded = tc.ImageSamples(samples, tc.eval_transform(32, 36), read_threads=3)
-    images, labels = tc.collate_images(decoded.__getitems__(indices))
+    decoded = image_loader.ImageSamples(samples, image_transforms.eval_transform(32, 36), read_threads=3)
+    images, labels = image_loader.collate_images(decoded.__getitems__(indices))
     assert _same(list(zip(images, labels.tolist())), [decoded[i] for i in indices])
 
 
@@ -46,9 +46,9 @@ def test_forked_loader_workers_read_ahead_the_batches_a_serial_loader_gives(pack
     samples = formats.open_image_dataset(packed, "lmdb", "train")  # lmdb: one environment per process
 
     def first_batches(read_threads: int):
-        loader = tc.make_loader(tc.ImageSamples(samples, None, read_threads), 4, 2, 2, pin_memory=False,
-                                shuffle=True, seed=7, collate_fn=tc.collate_raw)
-        with tc.closing_loader(loader):
+        loader = image_loader.make_loader(image_loader.ImageSamples(samples, None, read_threads), 4, 2, 2,
+                                          pin_memory=False, shuffle=True, seed=7, collate_fn=gpu_augment.collate_raw)
+        with image_loader.closing_loader(loader):
             it = iter(loader)
             return [next(it) for _ in range(8)]
 
@@ -82,7 +82,7 @@ class _CountingReads:
 @pytest.mark.parametrize("threads", [0, 1, 4])
 def test_reads_are_in_flight_together_only_with_threads(threads):
     reads = _CountingReads(16)
-    items = tc.ImageSamples(reads, None, read_threads=threads).__getitems__(list(range(12)))
+    items = image_loader.ImageSamples(reads, None, read_threads=threads).__getitems__(list(range(12)))
     assert [label for _, label in items] == list(range(12))
     if threads <= 1:
         assert reads.most == 1

@@ -14,9 +14,11 @@ import pytest
 from sizer.catalog import load_catalog
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
-from sizer.model import SYNTHETIC_INPUT, fit_points, simulate_points
+from sizer.model import fit_points
 from sizer.points import write_points_csv
 from sizer.recommend import Option, Recommendation, recommend
+from sizer.variants import SYNTHETIC_INPUT
+from simulate import simulate_points
 
 DISKS = {"local-nvme": None, "ssd": 300.0, "standard": 140.0}
 VCPUS = (1, 2, 4, 8, 12, 16)

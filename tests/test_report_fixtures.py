@@ -1,6 +1,6 @@
 """Points generated from the bottleneck model with known parameters, for the report and qualify tests.
 
-`make_points` evaluates DESIGN.md's model (GPU ceiling, USL on vCPUs, disk bandwidth over uncached
+`make_points` evaluates the model of docs/design.md (GPU ceiling, USL on vCPUs, disk bandwidth over uncached
 bytes) on a grid of shapes and adds seeded noise, so a test knows the right answer by construction.
 The tests in this file check the generator itself against that construction.
 """

@@ -93,7 +93,7 @@ def test_tracked_counters_give_their_growth_over_the_window_alone():
 
     count = {"decoded_images": 0.0, "decode_cpu_seconds": 0.0}
     meter = Meter(warmup_steps=3, time_budget_s=3600.0, min_steps=1, min_seconds=0.0, n_windows=2, gpu=False)
-    from workloads.torch_common import decode_cost
+    from workloads.image_loader import decode_cost
 
     meter.track(lambda: dict(count), decode_cost)
     for i in range(8):
@@ -141,7 +141,7 @@ STEADY = [0.14, 0.054, 0.054, 0.052] * 12
 
 
 def test_stored_steps_show_where_the_loop_caught_up_with_the_loaders_backlog():
-    """The rule that re-derives points measured before loaders were drained (benchmarks/rewindow_store.py --drained)."""
+    """The rule that re-derives points measured before loaders were drained (sizer.method.to_drained)."""
     intervals = BACKLOG + STEADY
     # The first step that waited for its input is the window's first.
     assert stats.window_start(intervals, 35, drain_s=4.0, round_steps=4) == 55

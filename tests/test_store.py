@@ -103,9 +103,10 @@ def test_sigkill_between_points_loses_no_committed_point(tmp_path):
         assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         rows = store.conn.execute("SELECT count(*) FROM points").fetchone()[0]
         assert rows >= committed
-        # every stored point has all of its samples: a point is committed whole or not at all
-        counts = store.conn.execute("SELECT count(*) FROM samples GROUP BY point_id").fetchall()
-        assert counts and all(c[0] == 200 for c in counts)
+        # every stored point has all of its steps: a point is committed whole or not at all
+        counts = store.conn.execute("SELECT count FROM steps").fetchall()
+        assert len(counts) == rows and all(c[0] == 200 for c in counts)
+        assert all(len(store.samples(point_id)) == 200 for (point_id,) in store.conn.execute("SELECT id FROM points"))
 
 
 def test_loaded_points_carry_the_window_counters_the_accuracy_script_reads(tmp_path):

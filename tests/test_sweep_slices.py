@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from sizer.errors import SizerError
-from sizer.shapes import InstanceShape, build_plan
+from sizer.shapes import build_plan
 from sizer.store import Store
-from sizer.sweep import _check_same_host, parse_workload_entry
+from sizer.sweep import check_same_host, parse_workload_entry
 from sizer.units import parse_duration
 from workloads import stats
 from workloads.protocol import Result
@@ -104,9 +104,9 @@ def test_a_sweep_cannot_be_resumed_on_another_host(tmp_path):
     store = _store_with_one_point(tmp_path / "s.sqlite", "gpu-a")
     other = {"hostname": "gpu-b", "cpu_model": "Xeon", "threads": 16, "gpus": ["H200"]}
     other_id = store.upsert_host(other)
-    _check_same_host(store, 1, 1, {"hostname": "gpu-a"}, tmp_path)  # the same host goes on
+    check_same_host(store, 1, 1, {"hostname": "gpu-a"}, tmp_path)  # the same host goes on
     with pytest.raises(SizerError, match="cannot span two machines"):
-        _check_same_host(store, 1, other_id, other, tmp_path)
+        check_same_host(store, 1, other_id, other, tmp_path)
     store.close()
 
 
@@ -178,7 +178,7 @@ def test_machines_of_one_kind_are_told_apart_by_their_gpus(tmp_path):
     assert a_id != b_id
     sweep = store.start_sweep(a_id, "sizer sweep", {})
     with pytest.raises(SizerError, match="cannot span two machines"):
-        _check_same_host(store, sweep, b_id, b, tmp_path)
+        check_same_host(store, sweep, b_id, b, tmp_path)
     store.close()
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import workloads
-from workloads import torch_common as tc
+from workloads import gpu_augment, image_loader, loop, torch_common
 from workloads.measure import Meter
 from workloads.protocol import Spec
 
@@ -17,7 +17,10 @@ TRAIN = [f"{m}-train" for m in ("alexnet", "vgg16", "googlenet", "resnet50", "in
 INFER = [f"{m}-infer" for m in ("alexnet", "vgg16", "googlenet", "resnet50", "inception_v3")]
 PYTORCH_WORKLOADS = TRAIN + INFER + ["ptb-lstm-train"]
 OTHERS = {"imagenet-preprocess": "images/s", "cpu-calibrate": "images/s"}
-MXNET_MODULES = {"workloads/mxnet_inception.py": "mxnet-inception-v3-train", "workloads/mxnet_ptb_lstm.py": "mxnet-ptb-lstm-train"}
+MXNET_MODULES = {
+    "workloads/mxnet_inception.py": "mxnet-inception-v3-train",
+    "workloads/mxnet_ptb_lstm.py": "mxnet-ptb-lstm-train",
+}
 
 
 def test_workloads_json_lists_every_workload_with_unit_framework_and_profiles(cli, repo_root):
@@ -79,21 +82,21 @@ def test_train_profiles(name):
 
 def test_bad_config_values_are_named():
     with pytest.raises(ValueError, match="input='floppy'"):
-        tc.check_choice({"input": "floppy"}, "input", tc.INPUTS)
+        torch_common.check_choice({"input": "floppy"}, "input", image_loader.INPUTS)
     with pytest.raises(ValueError, match="model='lenet'"):
-        tc.build_cnn("lenet", "cpu", False)
+        torch_common.build_cnn("lenet", "cpu", False)
     with pytest.raises(ValueError, match="precision"):
-        tc.autocast("cpu", "fp8")
+        torch_common.autocast("cpu", "fp8")
 
 
 def test_loader_workers_follow_the_shape_and_warmup_covers_the_prefetch_depth():
-    assert tc.loader_workers({"workers": None}, 1) == 1  # one worker even at 1 vCPU
-    assert tc.loader_workers({"workers": None}, 16) == 16
-    assert tc.loader_workers({"workers": 3}, 16) == 3
-    assert tc.loader_workers({"workers": 0}, 16) == 0
+    assert image_loader.loader_workers({"workers": None}, 1) == 1  # one worker even at 1 vCPU
+    assert image_loader.loader_workers({"workers": None}, 16) == 16
+    assert image_loader.loader_workers({"workers": 3}, 16) == 3
+    assert image_loader.loader_workers({"workers": 0}, 16) == 0
     # 11 workers x prefetch 4: 44 batches are read ahead before the first step; warm-up exceeds that.
-    assert tc.warmup_batches({"prefetch_factor": 4, "warmup_steps": 3}, 11) == 47
-    assert tc.warmup_batches({"prefetch_factor": 2, "warmup_steps": 3}, 0) == 5
+    assert image_loader.warmup_batches({"prefetch_factor": 4, "warmup_steps": 3}, 11) == 47
+    assert image_loader.warmup_batches({"prefetch_factor": 2, "warmup_steps": 3}, 0) == 5
 
 
 def test_run_epochs_marks_cold_and_warm_passes_and_counts_the_first_pass():
@@ -106,7 +109,7 @@ def test_run_epochs_marks_cold_and_warm_passes_and_counts_the_first_pass():
         seen.append(batch)
         return 4.0
 
-    steps = tc.run_epochs(meter, loader, step, tc.StepClock("cpu"), extra)
+    steps = loop.run_epochs(meter, loader, step, loop.StepClock("cpu"), extra)
     assert steps == len(seen) == len(meter.steps) >= 14
     assert seen[:12] == loader + loader  # epochs repeat the loader
     assert meter.phases == {"cold": 0, "warm": 6}
@@ -116,10 +119,10 @@ def test_run_epochs_marks_cold_and_warm_passes_and_counts_the_first_pass():
 
 
 def test_run_epochs_counts_passes_in_samples_over_an_endless_loader():
-    loader = tc.EndlessPasses(10, shuffle=True, seed=1)  # any endless iterable: here, indices
+    loader = image_loader.EndlessPasses(10, shuffle=True, seed=1)  # any endless iterable: here, indices
     meter = Meter(warmup_steps=1, time_budget_s=60, min_steps=25, min_seconds=0.0, n_windows=2, gpu=False)
     extra: dict = {}
-    steps = tc.run_epochs(meter, loader, lambda batch: 3.0, tc.StepClock("cpu"), extra, pass_samples=30.0)
+    steps = loop.run_epochs(meter, loader, lambda batch: 3.0, loop.StepClock("cpu"), extra, pass_samples=30.0)
     assert steps >= 25
     assert meter.phases == {"cold": 0, "warm": 10}  # 10 steps of 3 samples make the first pass
     assert extra["cold_samples"] == 30.0 and extra["epochs"] == pytest.approx(steps * 3 / 30)
@@ -129,20 +132,20 @@ def test_endless_passes_visit_every_sample_once_per_pass():
     import itertools
 
     for shuffle in (True, False):
-        first = list(itertools.islice(iter(tc.EndlessPasses(7, shuffle, seed=3)), 21))
+        first = list(itertools.islice(iter(image_loader.EndlessPasses(7, shuffle, seed=3)), 21))
         passes = [first[0:7], first[7:14], first[14:21]]
         assert all(sorted(p) == list(range(7)) for p in passes)
         assert (passes[0] != passes[1]) == shuffle  # a new order every pass when shuffling
-        assert first == list(itertools.islice(iter(tc.EndlessPasses(7, shuffle, seed=3)), 21))  # seeded
+        assert first == list(itertools.islice(iter(image_loader.EndlessPasses(7, shuffle, seed=3)), 21))  # seeded
 
 
 def test_raw_batches_travel_as_one_tensor_and_split_back():
     import torch
 
     items = [(torch.tensor([1, 2, 3], dtype=torch.uint8), 4), (torch.tensor([9], dtype=torch.uint8), 7)]
-    flat, lengths, labels = tc.collate_raw(items)
+    flat, lengths, labels = gpu_augment.collate_raw(items)
     assert flat.dim() == 1 and flat.dtype == torch.uint8 and lengths == [3, 1]
-    assert [t.tolist() for t in tc.split_raw(flat, lengths)] == [[1, 2, 3], [9]]
+    assert [t.tolist() for t in gpu_augment.split_raw(flat, lengths)] == [[1, 2, 3], [9]]
     assert labels.tolist() == [4, 7]
 
 
@@ -152,7 +155,7 @@ def test_random_resized_crop_box_follows_torchvision_ranges():
     rng = random.Random(0)
     for height, width in [(375, 500), (500, 333), (64, 1000), (224, 224)]:
         for _ in range(200):
-            top, left, h, w = tc.random_resized_crop_box(height, width, rng)
+            top, left, h, w = gpu_augment.random_resized_crop_box(height, width, rng)
             assert 0 <= top and top + h <= height and 0 <= left and left + w <= width and h > 0 and w > 0
             # Either a sampled crop (area share in [0.08, 1], aspect in [3/4, 4/3] up to rounding) or the fallback.
             share = h * w / (height * width)
@@ -161,7 +164,7 @@ def test_random_resized_crop_box_follows_torchvision_ranges():
 
 
 def test_step_clock_on_cpu_reports_every_step_at_once():
-    clock = tc.StepClock("cpu")
+    clock = loop.StepClock("cpu")
     clock.start()
     out = clock.tick(8.0)
     assert len(out) == 1 and out[0][1] == 8.0 and out[0][0] >= 0
@@ -183,7 +186,7 @@ def test_resize_short_side_keeps_aspect_and_draft_never_goes_below_target():
 
 
 def test_read_corpus_adds_end_of_sentence_and_builds_the_vocabulary(tmp_path: Path):
-    from workloads.ptb_lstm import read_corpus
+    from workloads.ptb_corpus import read_corpus
 
     path = tmp_path / "ptb.train.txt"
     path.write_text(" the cat sat \n the <unk> sat on N mats \n")
@@ -195,7 +198,7 @@ def test_read_corpus_adds_end_of_sentence_and_builds_the_vocabulary(tmp_path: Pa
 def test_bptt_windows_cover_the_stream_with_shifted_targets():
     import torch
 
-    from workloads.ptb_lstm import BpttWindows
+    from workloads.ptb_corpus import BpttWindows
 
     data = torch.arange(50).view(25, 2)  # 25 steps x batch 2
     windows = list(BpttWindows(data, 7))

@@ -46,4 +46,11 @@ def get(name: str) -> Workload:
     return reg[name]()
 
 
-__all__ = ["Result", "Spec", "Workload", "register", "registry", "load_all", "get"]
+def declares_reads_once(name: str) -> bool:
+    """Whether the registered workload `name` reads each sample once (Workload.reads_once); a name
+    not registered (points of another tool) reads its data every pass, as training does."""
+    cls = load_all().get(name)
+    return bool(cls is not None and cls.reads_once)
+
+
+__all__ = ["Result", "Spec", "Workload", "register", "registry", "load_all", "get", "declares_reads_once"]

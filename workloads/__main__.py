@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_now(code: int) -> None:
     """End the worker once its result is written, without the interpreter's clean-up: after PyTorch
-    that took 0.9 to 1.2 s on the dev host, a second of every point that measures nothing. Loader
+    that takes 0.9 to 1.2 s, a second of every point that measures nothing. Loader
     workers are stopped by then, and sizer's runner ends any process of the point still alive."""
     sys.stdout.flush()
     sys.stderr.flush()

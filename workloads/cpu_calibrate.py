@@ -15,9 +15,12 @@ import os
 import time
 from typing import Any, Iterator
 
-from workloads import torch_common as tc
+from workloads.image_loader import decode_cost
+from workloads.image_transforms import decode_rgb, train_transform
+from workloads.loop import StepClock, new_meter, run_epochs
 from workloads.measure import bottleneck_label
 from workloads.protocol import Result, Spec, Workload, register
+from workloads.torch_common import framework_versions
 
 CALIBRATION_SEED = 20180  # fixed: every host decodes the very same images
 
@@ -62,7 +65,7 @@ class CpuCalibrate(Workload):
             method=calibration_method(cfg),
             cpu=allowed[0] if cfg.get("pin", True) else None,
             cpus_allowed=len(allowed),
-            versions=tc.framework_versions(),
+            versions=framework_versions(),
         )
         result.bottleneck = bottleneck_label(result.counters, 1)
         return result
@@ -71,7 +74,7 @@ class CpuCalibrate(Workload):
         import torch
 
         torch.manual_seed(spec.seed)
-        transform = tc.train_transform(int(cfg["image_size"]), cfg["normalize"])
+        transform = train_transform(int(cfg["image_size"]), cfg["normalize"])
         batch = max(1, int(cfg["batch"]))
 
         def batches():
@@ -81,20 +84,20 @@ class CpuCalibrate(Workload):
                 i += batch
 
         # This thread's CPU time in the per-image work, timed as the loader workers time theirs
-        # (torch_common.ImageSamples.decode_counters), so the two compare without the wall clock.
+        # (workloads.image_loader.ImageSamples.decode_counters), so the two compare without the wall clock.
         decoding = {"decode_cpu_seconds": 0.0, "decoded_images": 0.0}
 
         def step(chunk) -> float:
             t0 = time.thread_time()
             for data in chunk:
-                transform(tc.decode_rgb(data))
+                transform(decode_rgb(data))
             decoding["decode_cpu_seconds"] += time.thread_time() - t0
             decoding["decoded_images"] += len(chunk)
             return float(len(chunk))
 
-        meter = tc.new_meter(spec, cfg, int(cfg["warmup_steps"]), "cpu")
-        meter.track(lambda: dict(decoding), tc.decode_cost)
-        tc.run_epochs(meter, batches(), step, tc.StepClock("cpu"), {})
+        meter = new_meter(spec, cfg, int(cfg["warmup_steps"]), "cpu")
+        meter.track(lambda: dict(decoding), decode_cost)
+        run_epochs(meter, batches(), step, StepClock("cpu"), {})
         meter.finish(result, 1)
         result.extra["images_bytes"] = sum(len(d) for d in images)
 
@@ -120,13 +123,13 @@ def _decode_until(cpu: int, cfg: dict, stop: Any, ready: Any, out: Any, images: 
 
     os.sched_setaffinity(0, {cpu})
     torch.set_num_threads(1)
-    transform = tc.train_transform(int(cfg["image_size"]), cfg["normalize"])
-    transform(tc.decode_rgb(images[0]))
+    transform = train_transform(int(cfg["image_size"]), cfg["normalize"])
+    transform(decode_rgb(images[0]))
     ready.release()
     done, i = 0, 0
     t0 = time.perf_counter()
     while not stop.is_set():
-        transform(tc.decode_rgb(images[i % len(images)]))
+        transform(decode_rgb(images[i % len(images)]))
         i += 1
         done += 1
     out.put(done / (time.perf_counter() - t0))

@@ -10,9 +10,9 @@ images/s and the per-batch latency (host batch in, logits ready; GPU time measur
 at p50 and p99.
 
 `input: synthetic` runs the model on one random batch kept on the device, already in the model's
-form: the GPU's own inference rate, which a sweep measures as the workload's ceiling. Without it
-the model of a sweep took the level its CPU-bound points reached at 16 vCPUs for the GPU's (seen on
-an H100: 2,644 images/s fitted, where the GPU infers 12,800 a second).
+form: the GPU's own inference rate, which a sweep measures as the workload's ceiling. Without that
+point a sweep's model cannot tell the GPU's level from the level its CPU-bound points reach at the
+largest shape (on an H100, 2,644 images/s fitted where the GPU infers 12,800 a second).
 """
 
 from __future__ import annotations
@@ -21,16 +21,27 @@ import time
 from typing import Any
 
 from workloads import stats
-from workloads import torch_common as tc
-from workloads.measure import bottleneck_label, stage_done
-from workloads.protocol import Result, Spec, Workload, register
+from workloads.image_loader import INPUTS, Feed, image_feed, open_images, run_feed
+from workloads.image_transforms import NORMALIZE, DeviceInput, eval_transform
+from workloads.loop import is_cuda, synthetic_batches
+from workloads.measure import add_read_bytes_per_sample, bottleneck_label, stage_done
+from workloads.protocol import SYNTHETIC_INPUT, Result, Spec, Workload, register
+from workloads.torch_common import (
+    autocast,
+    build_cnn,
+    check_choice,
+    framework_versions,
+    prefer_sleeping_openmp,
+    setup_device,
+    synthetic_images,
+)
 
 
 def profiles(arch: str, gpu_size: int, gpu_resize: int, small_model: str, small_size: int, small_resize: int):
     common = {"input": "files", "split": "val", "workers": None, "prefetch_factor": 2, "read_threads": 4,
               "assemble_batches": True, "recycle_batches": True, "pin_workers": False, "in_order": True,
               "warmup_steps": 3, "normalize": "device",
-              "drain": True}  # the window opens once the batches read before it are taken (torch_common.drain_ready)
+              "drain": True}  # the window opens once the batches read before it are taken (workloads.loop.drain_ready)
     return {
         "gpu": {
             **common,
@@ -41,7 +52,7 @@ def profiles(arch: str, gpu_size: int, gpu_resize: int, small_model: str, small_
             "device": "cuda",
             "precision": "bf16",
             "channels_last": True,
-            "cudnn_benchmark": False,  # cuDNN's autotuning (torch_common.setup_device)
+            "cudnn_benchmark": False,  # cuDNN's autotuning (workloads.torch_common.setup_device)
         },
         "cpu-small": {
             **common,
@@ -62,109 +73,96 @@ class ImagenetInfer(Workload):
     dataset = "imagenet"
     stresses = "disk, CPU decode, GPU"
     reads_once = True  # batch inference sees each input once; sweeps measure its first pass
-    inputs = tc.INPUTS  # synthetic too: a sweep's ceiling point (sizer.shapes.wants_ceiling)
+    inputs = INPUTS  # synthetic too: a sweep's ceiling point (sizer.shapes.wants_ceiling)
 
     def prepare(self, spec: Spec) -> None:
         cfg = self.config_for(spec)
-        if cfg["input"] != "synthetic":
-            tc.open_images(spec.data_dir, cfg["input"], cfg["split"])
+        if cfg["input"] != SYNTHETIC_INPUT:
+            open_images(spec.data_dir, cfg["input"], cfg["split"])
 
     def run(self, spec: Spec) -> Result:
         cfg = self.config_for(spec)
-        source = tc.check_choice(cfg, "input", tc.INPUTS)
-        normalize = tc.check_choice(cfg, "normalize", tc.NORMALIZE)
+        source = check_choice(cfg, "input", INPUTS)
+        normalize = check_choice(cfg, "normalize", NORMALIZE)
         result = self.new_result(spec, cfg)
-        result.extra["openmp_sleeps"] = tc.prefer_sleeping_openmp(cfg)
-
-        import torch
+        result.extra["openmp_sleeps"] = prefer_sleeping_openmp(cfg)
+        import torch  # noqa: F401  (imported here, timed as its own stage)
 
         stage_done("torch_imported")
-        device = tc.setup_device(cfg, spec.vcpus, spec.seed)
-        cuda = tc.is_cuda(device)
+        device = setup_device(cfg, spec.vcpus, spec.seed)
         channels_last = bool(cfg["channels_last"])
-
         size, batch_size = int(cfg["image_size"]), int(cfg["batch_size"])
-        extra = result.extra
-        if source == "synthetic":
-            loader: Any = tc.synthetic_batches(lambda: (tc.synthetic_images(batch_size, size, device, channels_last), None))
-            workers, samples, dataset = 0, None, None
-            warmup = int(cfg["warmup_steps"]) + 2
+        if source == SYNTHETIC_INPUT:
+            feed = Feed(synthetic_batches(lambda: (synthetic_images(batch_size, size, device, channels_last), None)),
+                        warmup=int(cfg["warmup_steps"]) + 2)
         else:
             # The loader first: its workers fork and fill the prefetch queue while the model is
             # built and the CUDA context made, not after.
-            samples = tc.open_images(spec.data_dir, source, cfg["split"])
-            workers = tc.loader_workers(cfg, spec.vcpus)
-            dataset = tc.ImageSamples(samples, tc.eval_transform(size, int(cfg["resize"]), normalize),
-                                      int(cfg.get("read_threads", 0)), bool(cfg.get("assemble_batches", True)))
-            loader = tc.make_loader(
-                dataset,
-                batch_size,
-                workers,
-                int(cfg["prefetch_factor"]),
-                pin_memory=cuda,
-                shuffle=False,
-                seed=spec.seed,
-                pin_workers=bool(cfg.get("pin_workers", False)),
-                recycle_batches=bool(cfg.get("recycle_batches", True)),
-                in_order=bool(cfg.get("in_order", True)),
-            )
-            warmup = tc.warmup_batches(cfg, workers)
-            extra.update(
-                loader_workers=workers,
-                dataset_images=len(samples),
-                dataset_gib=tc.dataset_bytes(spec.data_dir, source, cfg["split"]) / 2**30,
-            )
-        batches = iter(loader)
+            feed = image_feed(spec, cfg, source, eval_transform(size, int(cfg["resize"]), normalize), result.extra,
+                              pin_memory=is_cuda(device), shuffle=False, in_order=bool(cfg.get("in_order", True)))
+        batches = iter(feed.loader)
         stage_done("data_opened")
-        model = tc.build_cnn(cfg["model"], device, channels_last, aux_logits=False)
+        model = build_cnn(cfg["model"], device, channels_last, aux_logits=False)
         model.eval()
         stage_done("model_built")
-        extra["versions"] = tc.framework_versions()
-
+        result.extra["versions"] = framework_versions()
         # Synthetic batches are made on the device, already in the model's form.
-        to_input = None if source == "synthetic" else tc.DeviceInput(device, normalize, channels_last)
-        latencies_s: list[float] = []  # CPU: measured directly
-        events: list[tuple[Any, Any]] = []  # GPU: (start, end) pairs, read once all are complete
+        to_input = DeviceInput(device, normalize, channels_last) if feed.loader_fed else None
+        timed = _TimedInference(model, device, cfg["precision"], to_input)
+        run_feed(spec, cfg, device, feed, batches, timed, result)
+        timed.report(result.extra, feed.warmup)
+        add_read_bytes_per_sample(result)
+        result.bottleneck = bottleneck_label(result.counters, spec.vcpus)
+        return result
 
-        def step(batch) -> float:
-            x, _ = batch
-            if cuda:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-            else:
-                t0 = time.perf_counter()
-            with torch.inference_mode(), tc.autocast(device, cfg["precision"]):
-                x = x if to_input is None else to_input(x)
-                logits = model(x)
-                logits.argmax(dim=1)  # top-1, as a classifier's caller would
-            if cuda:
-                end.record()
-                events.append((start, end))
-            else:
-                latencies_s.append(time.perf_counter() - t0)
-            return float(x.shape[0])
 
-        meter = tc.new_meter(spec, cfg, warmup, device, round_steps=workers if source != "synthetic" else 1,
-                             loader_fed=source != "synthetic")
-        if dataset is not None:
-            tc.watch_decoding(meter, dataset)
-        with tc.closing_loader(loader):
-            tc.run_epochs(meter, batches, step, tc.StepClock(device), extra,
-                          pass_samples=len(samples) if samples is not None else None, samples_of=tc.batch_samples)
-            meter.finish(result, spec.vcpus)
-        if cuda:
+class _TimedInference:
+    """A step of batch inference: the model's top-1 over a batch, without gradients, its latency
+    from host batch in to logits ready (on a GPU, CUDA events read once all are complete)."""
+
+    def __init__(self, model: Any, device: str, precision: str, to_input: DeviceInput | None):
+        self.model = model
+        self.device = device
+        self.precision = precision
+        self.to_input = to_input
+        self.cuda = is_cuda(device)
+        self.latencies_s: list[float] = []  # CPU: measured directly
+        self.events: list[tuple[Any, Any]] = []  # GPU: (start, end) pairs
+
+    def __call__(self, batch: Any) -> float:
+        import torch
+
+        x, _ = batch
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        else:
+            t0 = time.perf_counter()
+        with torch.inference_mode(), autocast(self.device, self.precision):
+            x = x if self.to_input is None else self.to_input(x)
+            logits = self.model(x)
+            logits.argmax(dim=1)  # top-1, as a classifier's caller would
+        if self.cuda:
+            end.record()
+            self.events.append((start, end))
+        else:
+            self.latencies_s.append(time.perf_counter() - t0)
+        return float(x.shape[0])
+
+    def report(self, extra: dict[str, Any], warmup: int) -> None:
+        """p50 and p99 of the batch latency past the first `warmup` batches (all of them where no
+        more ran)."""
+        latencies_s = self.latencies_s
+        if self.cuda:
+            import torch
+
             torch.cuda.synchronize()
-            latencies_s = [start.elapsed_time(end) / 1000.0 for start, end in events]
+            latencies_s = [start.elapsed_time(end) / 1000.0 for start, end in self.events]
         measured = latencies_s[warmup:] or latencies_s
         if measured:
             extra["batch_latency_p50_ms"] = stats.percentile(measured, 50) * 1000.0
             extra["batch_latency_p99_ms"] = stats.percentile(measured, 99) * 1000.0
             extra["latency_batches"] = len(measured)
-        samples_measured = result.counters.get("measured_samples") or 0
-        if samples_measured:
-            extra["read_bytes_per_sample"] = result.counters.get("read_bytes", 0.0) / samples_measured
-        result.bottleneck = bottleneck_label(result.counters, spec.vcpus)
-        return result
 
 
 @register

@@ -26,8 +26,12 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, cast
 
+from workloads.formats.readers import open_image_dataset, read_ahead, read_file
+from workloads.formats.writers import open_writer
 from workloads.measure import Meter, bottleneck_label
 from workloads.protocol import Result, Spec, Workload, register
 
@@ -38,7 +42,7 @@ def resize_short_side(data: bytes, short_side: int, quality: int, draft: bool) -
     """JPEG bytes -> JPEG bytes of the image scaled so its short side is `short_side`."""
     from PIL import Image
 
-    img = Image.open(io.BytesIO(data))
+    img: Image.Image = Image.open(io.BytesIO(data))
     if draft:
         img.draft("RGB", (short_side, short_side))  # picks the largest DCT scale keeping both sides >= target
     img = img.convert("RGB")
@@ -46,7 +50,8 @@ def resize_short_side(data: bytes, short_side: int, quality: int, draft: bool) -
     scale = short_side / min(w, h)
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
     if size != img.size:
-        img = img.resize(size, Image.BILINEAR, reducing_gap=None)
+        # Image.BILINEAR (also on Pillow 9.0, before Image.Resampling) is set through globals(), unseen by mypy
+        img = img.resize(size, Image.BILINEAR, reducing_gap=None)  # type: ignore[attr-defined]
     out = io.BytesIO()
     img.save(out, "JPEG", quality=quality)
     return out.getvalue()
@@ -56,8 +61,6 @@ def _process_chunk(task: tuple[str, list[tuple[str, int]], int, int, bool, int])
     """Worker: (root, [(relative path, label)], short side, quality, draft, read threads) ->
     [(key, bytes, label, bytes in)]. A few threads read the chunk's files ahead while this process
     decodes, so a cold read's latency overlaps decoding instead of adding to it."""
-    from workloads.formats import read_ahead, read_file
-
     root, items, short_side, quality, draft, read_threads = task
     contents = read_ahead(read_file, [os.path.join(root, rel) for rel, _ in items], max(1, read_threads))
     out = []
@@ -78,9 +81,9 @@ class ChunkWorkers:
     they come.
 
     Not `multiprocessing.Pool`: its workers share one task queue and one result queue, each behind
-    a lock, and `Pool.terminate()` with megabyte results in flight can hang for good (seen: 3 of 85
-    preprocessing points on an H200 host, at 12 and 16 vCPUs; `benchmarks/pool_stop.py` reproduces
-    it). Here no lock is shared: `stop()` kills the processes at any moment and nothing waits on them.
+    a lock, and `Pool.terminate()` with megabyte results in flight can hang for good (3 of 85
+    preprocessing points on an H200 host, at 12 and 16 vCPUs). Here no lock is shared: `stop()`
+    kills the processes at any moment and nothing waits on them.
     """
 
     def __init__(self, processes: int, fn: Any = _process_chunk, depth: int = 2):
@@ -97,7 +100,7 @@ class ChunkWorkers:
             self.procs.append(proc)
 
     def imap_unordered(self, tasks: list[Any]):
-        from multiprocessing.connection import wait
+        from multiprocessing.connection import Connection, wait
 
         todo = iter(tasks)
         pending = {conn: 0 for conn in self.conns}
@@ -113,7 +116,8 @@ class ChunkWorkers:
                 for _ in range(self.depth):
                     feed(conn)
             while any(pending.values()):
-                for conn in wait([c for c, n in pending.items() if n]):
+                # wait() returns some of the objects it was given: these pipes' Connections
+                for conn in cast("list[Connection]", wait([c for c, n in pending.items() if n])):
                     part = conn.recv()
                     pending[conn] -= 1
                     feed(conn)
@@ -153,11 +157,9 @@ class ImagenetPreprocess(Workload):
     }
 
     def _folder(self, spec: Spec, cfg: dict[str, Any]):
-        from workloads import formats
-
         if not spec.data_dir:
             raise ValueError("spec.data_dir is empty: point it at a JPEG folder made by `sizer data imagenet`")
-        folder = formats.open_image_dataset(spec.data_dir, "files", cfg["split"])
+        folder = open_image_dataset(spec.data_dir, "files", cfg["split"])
         if len(folder) == 0:
             raise ValueError(f"no JPEG images under {Path(spec.data_dir) / cfg['split']}")
         return folder
@@ -166,8 +168,6 @@ class ImagenetPreprocess(Workload):
         self._folder(spec, self.config_for(spec))
 
     def run(self, spec: Spec) -> Result:
-        from workloads import formats
-
         cfg = self.config_for(spec)
         fmt = cfg["format"]
         if fmt not in _SHARD_FORMATS:
@@ -178,12 +178,7 @@ class ImagenetPreprocess(Workload):
         if cfg.get("max_images"):
             items = items[: int(cfg["max_images"])]
         processes = int(cfg.get("processes") or max(1, spec.vcpus))
-        chunk = max(1, int(cfg["chunk"]))
-        tasks = [
-            (str(folder.root), items[i : i + chunk], int(cfg["short_side"]), int(cfg["quality"]), bool(cfg["draft"]),
-             int(cfg["read_threads"]))
-            for i in range(0, len(items), chunk)
-        ]
+        tasks = _tasks(str(folder.root), items, cfg)
         # Warm-up: the workers' start and each one's first chunk (nothing is read ahead beyond that).
         meter = Meter(
             warmup_steps=processes + 1,
@@ -194,31 +189,12 @@ class ImagenetPreprocess(Workload):
         )
         out_parent = Path(tempfile.mkdtemp(prefix="preprocess-", dir=spec.work_dir or None))
         extra = result.extra
-        bytes_in = bytes_out = 0.0
-        images_done = 0
-        stopped_by_meter = False
-        measured_in = measured_out = 0.0
+        tally = _Tally()
         t_start = time.perf_counter()
         try:
-            writer = formats.open_writer(fmt, out_parent, cfg["split"], fsync=True)
+            writer = open_writer(fmt, out_parent, cfg["split"], fsync=True)
             with ChunkWorkers(processes) as workers:
-                last = time.perf_counter()
-                for part in workers.imap_unordered(tasks):
-                    for key, data, label, n_in in part:
-                        writer.write(key, data, label)
-                        bytes_in += n_in
-                        bytes_out += len(data)
-                    now = time.perf_counter()
-                    was_measuring = meter.measuring
-                    meter.step(now - last, len(part))
-                    last = now
-                    images_done += len(part)
-                    if was_measuring:
-                        measured_in += sum(p[3] for p in part)
-                        measured_out += sum(len(p[1]) for p in part)
-                    if meter.done():
-                        stopped_by_meter = True
-                        break
+                stopped_by_meter = _write_parts(workers.imap_unordered(tasks), writer, meter, tally)
                 if not any(not s[2] for s in meter.steps):
                     raise ValueError(
                         f"{len(items)} images make {len(tasks)} chunks, too few to measure past the "
@@ -233,23 +209,67 @@ class ImagenetPreprocess(Workload):
         finally:
             if not cfg.get("keep_output"):
                 shutil.rmtree(out_parent, ignore_errors=True)
-        wall = time.perf_counter() - t_start
-        secs = result.counters.get("measured_seconds") or 0.0
-        extra.update(
-            processes=processes,
-            images_total=len(items),
-            images_done=images_done,
-            complete_pass=images_done == len(items),
-            epochs=images_done / len(items) if items else 0.0,  # one pass at most: the page cache never helps
-            input_bytes=bytes_in,
-            encoded_bytes=bytes_out,
-            pass_images_per_s=images_done / wall if wall > 0 else 0.0,
-            read_mb_s=measured_in / secs / 1e6 if secs else 0.0,
-            write_mb_s=measured_out / secs / 1e6 if secs else 0.0,
-            output_dir=str(out_parent) if cfg.get("keep_output") else "",
-        )
+        extra.update(tally.report(len(items), time.perf_counter() - t_start, result.counters.get("measured_seconds") or 0.0),
+                     processes=processes, output_dir=str(out_parent) if cfg.get("keep_output") else "")
         result.bottleneck = bottleneck_label(result.counters, spec.vcpus)
         return result
+
+
+def _tasks(root: str, items: list[tuple[str, int]], cfg: dict[str, Any]) -> list[tuple]:
+    """The folder's images in chunks of config `chunk`, as `_process_chunk` takes them."""
+    chunk = max(1, int(cfg["chunk"]))
+    return [
+        (root, items[i : i + chunk], int(cfg["short_side"]), int(cfg["quality"]), bool(cfg["draft"]),
+         int(cfg["read_threads"]))
+        for i in range(0, len(items), chunk)
+    ]
+
+
+@dataclass
+class _Tally:
+    """Images and bytes through the job: all of them, and the bytes of the measured window's."""
+
+    images_done: int = 0
+    bytes_in: float = 0.0
+    bytes_out: float = 0.0
+    measured_in: float = 0.0
+    measured_out: float = 0.0
+
+    def report(self, images_total: int, wall_s: float, measured_s: float) -> dict[str, Any]:
+        return {
+            "images_total": images_total,
+            "images_done": self.images_done,
+            "complete_pass": self.images_done == images_total,
+            # one pass at most: the page cache never helps
+            "epochs": self.images_done / images_total if images_total else 0.0,
+            "input_bytes": self.bytes_in,
+            "encoded_bytes": self.bytes_out,
+            "pass_images_per_s": self.images_done / wall_s if wall_s > 0 else 0.0,
+            "read_mb_s": self.measured_in / measured_s / 1e6 if measured_s else 0.0,
+            "write_mb_s": self.measured_out / measured_s / 1e6 if measured_s else 0.0,
+        }
+
+
+def _write_parts(parts: Iterable[list[tuple[str, bytes, int, int]]], writer: Any, meter: Meter, tally: _Tally) -> bool:
+    """Write each chunk's images as the workers finish them, a chunk a step of the meter, until the
+    chunks run out or the meter is done; returns whether the meter stopped it."""
+    last = time.perf_counter()
+    for part in parts:
+        for key, data, label, n_in in part:
+            writer.write(key, data, label)
+            tally.bytes_in += n_in
+            tally.bytes_out += len(data)
+        now = time.perf_counter()
+        was_measuring = meter.measuring
+        meter.step(now - last, len(part))
+        last = now
+        tally.images_done += len(part)
+        if was_measuring:
+            tally.measured_in += sum(p[3] for p in part)
+            tally.measured_out += sum(len(p[1]) for p in part)
+        if meter.done():
+            return True
+    return False
 
 
 def _size(path: Path) -> int:

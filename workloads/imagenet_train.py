@@ -20,9 +20,23 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from workloads import torch_common as tc
-from workloads.measure import bottleneck_label, stage_done
-from workloads.protocol import Result, Spec, Workload, register
+from workloads.batch_buffers import RegisteredCopy, use_registered_buffers
+from workloads.gpu_augment import GpuAugment, collate_raw
+from workloads.image_loader import DECODERS, INPUTS, Feed, ImageSamples, image_feed, open_images, run_feed
+from workloads.image_transforms import NORMALIZE, DeviceInput, train_transform
+from workloads.loop import is_cuda, synthetic_batches
+from workloads.measure import add_read_bytes_per_sample, bottleneck_label, stage_done
+from workloads.protocol import SYNTHETIC_INPUT, Result, Spec, Workload, register
+from workloads.torch_common import (
+    NUM_CLASSES,
+    build_cnn,
+    check_choice,
+    cnn_sgd_step,
+    framework_versions,
+    prefer_sleeping_openmp,
+    setup_device,
+    synthetic_images,
+)
 
 
 def profiles(
@@ -38,20 +52,20 @@ def profiles(
     common = {
         "input": "files",
         "decode": "cpu",
-        "normalize": "device",  # workers hand over uint8; see torch_common
+        "normalize": "device",  # workers hand over uint8; see workloads.image_transforms
         "split": "train",
         "workers": None,  # None: one loader worker per vCPU of the shape
         "prefetch_factor": 2,
-        "read_threads": 4,  # per loader worker: a batch's files read ahead of its decoding (torch_common)
-        "assemble_batches": True,  # uint8 batches written image by image into shared memory (torch_common)
-        "recycle_batches": True,  # each worker fills its shared-memory batches again (torch_common.BatchRecycler)
-        "pin_workers": False,  # True: each loader worker on a vCPU of its own (torch_common.pin_worker)
+        "read_threads": 4,  # per loader worker: a batch's files read ahead of its decoding (workloads.image_loader)
+        "assemble_batches": True,  # uint8 batches written image by image into shared memory (workloads.image_loader)
+        "recycle_batches": True,  # each worker fills its shared-memory batches again (workloads.batch_buffers.BatchRecycler)
+        "pin_workers": False,  # True: each loader worker on a vCPU of its own (workloads.image_loader.pin_worker)
         # Batches copied to the GPU straight from the recycled buffers, no pin-memory thread
-        # (torch_common.use_registered_buffers): "auto" where the pipeline allows, true, false.
+        # (workloads.batch_buffers.use_registered_buffers): "auto" where the pipeline allows, true, false.
         "register_buffers": "auto",
-        "in_order": False,  # batches taken as the workers finish them (torch_common.make_loader)
+        "in_order": False,  # batches taken as the workers finish them (workloads.image_loader.make_loader)
         "warmup_steps": 3,  # beyond the prefetch depth
-        "drain": True,  # the window opens once the batches read before it are taken (torch_common.drain_ready)
+        "drain": True,  # the window opens once the batches read before it are taken (workloads.loop.drain_ready)
         "lr": lr,
         "momentum": 0.9,
         "weight_decay": 1e-4,
@@ -64,7 +78,7 @@ def profiles(
         "device": "cuda",
         "precision": "bf16",
         "channels_last": True,
-        "cudnn_benchmark": False,  # cuDNN's autotuning (torch_common.setup_device)
+        "cudnn_benchmark": False,  # cuDNN's autotuning (workloads.torch_common.setup_device)
     }
     small = {
         **common,
@@ -87,113 +101,131 @@ class ImagenetTrain(Workload):
 
     def prepare(self, spec: Spec) -> None:
         cfg = self.config_for(spec)
-        if cfg["input"] != "synthetic":
-            tc.open_images(spec.data_dir, cfg["input"], cfg["split"])
+        if cfg["input"] != SYNTHETIC_INPUT:
+            open_images(spec.data_dir, cfg["input"], cfg["split"])
 
     def run(self, spec: Spec) -> Result:
         cfg = self.config_for(spec)
-        source = tc.check_choice(cfg, "input", tc.INPUTS)
-        decode = tc.check_choice(cfg, "decode", tc.DECODERS)
-        normalize = tc.check_choice(cfg, "normalize", tc.NORMALIZE)
+        source = check_choice(cfg, "input", INPUTS)
+        decode = check_choice(cfg, "decode", DECODERS)
+        normalize = check_choice(cfg, "normalize", NORMALIZE)
         result = self.new_result(spec, cfg)
-        result.extra["openmp_sleeps"] = tc.prefer_sleeping_openmp(cfg)
-
-        import torch
+        result.extra["openmp_sleeps"] = prefer_sleeping_openmp(cfg)
+        import torch  # noqa: F401  (imported here, timed as its own stage)
 
         stage_done("torch_imported")
-        device = tc.setup_device(cfg, spec.vcpus, spec.seed)
-        cuda = tc.is_cuda(device)
+        device = setup_device(cfg, spec.vcpus, spec.seed)
+        cuda = is_cuda(device)
         if decode == "gpu" and not cuda:
             raise ValueError("decode=gpu needs device=cuda (the gpu profile)")
-        size, batch_size = int(cfg["image_size"]), int(cfg["batch_size"])
-        channels_last = bool(cfg["channels_last"])
-        extra = result.extra
-        gpu_decode = decode == "gpu" and source != "synthetic"
-        register = source != "synthetic" and tc.use_registered_buffers(cfg, cuda, gpu_decode, normalize)
-
+        synthetic = source == SYNTHETIC_INPUT
+        gpu_decode = decode == "gpu" and not synthetic
+        register = not synthetic and use_registered_buffers(cfg, cuda, gpu_decode, normalize)
         # The loader first: its workers fork and fill the prefetch queue while the model is built
         # and the CUDA context made (about 4 s on an H200 host), not after.
-        if source == "synthetic":
-
-            def make_batch():
-                x = tc.synthetic_images(batch_size, size, device, channels_last)
-                return x, torch.randint(0, tc.NUM_CLASSES, (batch_size,), device=device)
-
-            loader: Any = tc.synthetic_batches(make_batch)
-            warmup = int(cfg["warmup_steps"]) + 2
+        if synthetic:
+            feed = _synthetic_feed(cfg, device)
         else:
-            samples = tc.open_images(spec.data_dir, source, cfg["split"])
-            workers = tc.loader_workers(cfg, spec.vcpus)
-            transform = None if gpu_decode else tc.train_transform(size, normalize)
-            dataset = tc.ImageSamples(samples, transform, int(cfg.get("read_threads", 0)),
-                                      bool(cfg.get("assemble_batches", True)))
-            loader = tc.make_loader(
-                dataset,
-                batch_size,
-                workers,
-                int(cfg["prefetch_factor"]),
-                pin_memory=cuda and not gpu_decode and not register,
-                shuffle=True,
-                seed=spec.seed,
-                collate_fn=tc.collate_raw if gpu_decode else None,
-                pin_workers=bool(cfg.get("pin_workers", False)),
-                recycle_batches=bool(cfg.get("recycle_batches", True)),
-                in_order=bool(cfg.get("in_order", False)),
-            )
-            warmup = tc.warmup_batches(cfg, workers)
-            extra["loader_workers"] = workers
-            extra["dataset_images"] = len(samples)
-            extra["dataset_gib"] = tc.dataset_bytes(spec.data_dir, source, cfg["split"]) / 2**30
-        batches = iter(loader)
+            transform = None if gpu_decode else train_transform(int(cfg["image_size"]), normalize)
+            feed = image_feed(spec, cfg, source, transform, result.extra, pin_memory=cuda and not gpu_decode and not register,
+                              shuffle=True, in_order=bool(cfg.get("in_order", False)),
+                              collate_fn=collate_raw if gpu_decode else None)
+        batches = iter(feed.loader)
         stage_done("data_opened")
-
-        model = tc.build_cnn(cfg["model"], device, channels_last, aux_logits=cfg.get("aux_logits"))
-        model.train()
-        stage_done("model_built")
-        optimizer = torch.optim.SGD(
-            model.parameters(), lr=float(cfg["lr"]), momentum=float(cfg["momentum"]), weight_decay=float(cfg["weight_decay"])
-        )
-        sgd_step = tc.cnn_sgd_step(model, optimizer, device, cfg["precision"])
-        extra["versions"] = tc.framework_versions()
-        gpu_augment = tc.GpuAugment(size, device, spec.seed) if gpu_decode else None
-        # Synthetic batches are made on the device, already in the model's form.
-        to_input = None if source == "synthetic" else tc.DeviceInput(device, normalize, channels_last)
-        registered = tc.RegisteredCopy(dataset.recycler, device) if register else None
-        first_losses: list[Any] = []
-        last_losses: collections.deque = collections.deque(maxlen=5)
+        sgd_step = _sgd_step(cfg, device)
+        result.extra["versions"] = framework_versions()
+        to_model = _ModelInput(cfg, device, normalize, synthetic, gpu_decode, feed.dataset if register else None,
+                               spec.seed)
+        losses = _Losses()
 
         def step(batch) -> float:
-            if gpu_augment is not None:
-                flat, lengths, y = batch
-                x = gpu_augment(flat, lengths)
-            else:
-                x, y = batch
-                x = x if to_input is None else to_input(x if registered is None else registered(x))
-            loss = sgd_step(x, y)
-            (first_losses if len(first_losses) < 5 else last_losses).append(loss.detach())
+            x, y = to_model(batch)
+            losses.add(sgd_step(x, y))
             return float(x.shape[0])
 
-        meter = tc.new_meter(spec, cfg, warmup, device, round_steps=workers if source != "synthetic" else 1,
-                             loader_fed=source != "synthetic")
-        if source != "synthetic":
-            tc.watch_decoding(meter, dataset)
         try:
-            with tc.closing_loader(loader):
-                tc.run_epochs(meter, batches, step, tc.StepClock(device), extra, pass_samples=extra.get("dataset_images"),
-                              samples_of=tc.batch_samples)
-                meter.finish(result, spec.vcpus)  # while loader workers live: their counters count
+            run_feed(spec, cfg, device, feed, batches, step, result)
         finally:
-            if registered is not None:
-                extra["registered_buffers"] = len(registered.registered)
-                extra["pageable_batches"] = registered.pageable
-                registered.close()
-        extra["loss_first"] = float(torch.stack(first_losses).float().mean()) if first_losses else None
-        extra["loss_last"] = float(torch.stack(list(last_losses)).float().mean()) if last_losses else None
-        measured = result.counters.get("measured_samples") or 0
-        if measured:
-            extra["read_bytes_per_sample"] = result.counters.get("read_bytes", 0.0) / measured
+            to_model.close(result.extra)
+        losses.report(result.extra)
+        add_read_bytes_per_sample(result)
         result.bottleneck = bottleneck_label(result.counters, spec.vcpus)
         return result
+
+
+def _synthetic_feed(cfg: dict[str, Any], device: str) -> Feed:
+    """One random batch of images and labels, kept on the device (input: synthetic)."""
+    import torch
+
+    size, batch_size = int(cfg["image_size"]), int(cfg["batch_size"])
+
+    def make_batch():
+        x = synthetic_images(batch_size, size, device, bool(cfg["channels_last"]))
+        return x, torch.randint(0, NUM_CLASSES, (batch_size,), device=device)
+
+    return Feed(synthetic_batches(make_batch), warmup=int(cfg["warmup_steps"]) + 2)
+
+
+def _sgd_step(cfg: dict[str, Any], device: str):
+    """The model, built on the device in training mode, and its SGD step (`cnn_sgd_step`)."""
+    import torch
+
+    model = build_cnn(cfg["model"], device, bool(cfg["channels_last"]), aux_logits=cfg.get("aux_logits"))
+    model.train()
+    stage_done("model_built")
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=float(cfg["lr"]), momentum=float(cfg["momentum"]), weight_decay=float(cfg["weight_decay"])
+    )
+    return cnn_sgd_step(model, optimizer, device, cfg["precision"])
+
+
+class _ModelInput:
+    """A loader batch -> (the model's input on the device, labels): decoded and augmented on the
+    GPU (`decode: gpu`), or copied there (straight from the worker's registered buffer when
+    `registered_from` holds the dataset) and normalized; synthetic batches are the model's form
+    already."""
+
+    def __init__(self, cfg: dict[str, Any], device: str, normalize: str, synthetic: bool, gpu_decode: bool,
+                 registered_from: ImageSamples | None, seed: int):
+        self.gpu_augment = GpuAugment(int(cfg["image_size"]), device, seed) if gpu_decode else None
+        self.to_input = None if synthetic else DeviceInput(device, normalize, bool(cfg["channels_last"]))
+        self.registered = None if registered_from is None else RegisteredCopy(registered_from.recycler, device)
+
+    def __call__(self, batch: Any) -> tuple[Any, Any]:
+        if self.gpu_augment is not None:
+            flat, lengths, y = batch
+            return self.gpu_augment(flat, lengths), y
+        x, y = batch
+        if self.to_input is None:
+            return x, y
+        return self.to_input(x if self.registered is None else self.registered(x)), y
+
+    def close(self, extra: dict[str, Any]) -> None:
+        """Unregister the buffers, reporting how many were registered and how many batches came
+        from fresh blocks instead."""
+        if self.registered is not None:
+            extra["registered_buffers"] = len(self.registered.registered)
+            extra["pageable_batches"] = self.registered.pageable
+            self.registered.close()
+
+
+class _Losses:
+    """The first and the last few steps' losses, kept on the device until the point ends."""
+
+    KEEP = 5
+
+    def __init__(self):
+        self.first: list[Any] = []
+        self.last: collections.deque = collections.deque(maxlen=self.KEEP)
+
+    def add(self, loss: Any) -> None:
+        (self.first if len(self.first) < self.KEEP else self.last).append(loss.detach())
+
+    def report(self, extra: dict[str, Any]) -> None:
+        import torch
+
+        extra["loss_first"] = float(torch.stack(self.first).float().mean()) if self.first else None
+        extra["loss_last"] = float(torch.stack(list(self.last)).float().mean()) if self.last else None
 
 
 @register

@@ -126,7 +126,7 @@ def steal_seconds(cpus: set[int] | None = None) -> float | None:
 
 # A fixed piece of single-threaded work (zlib level 6 over 256 KiB of seeded pseudo-random text):
 # how fast one of this point's vCPUs runs right now. A shared host's vCPUs change speed from minute
-# to minute with no stolen time (seen on an H200 VM: one 4-vCPU preprocessing shape ran 888 to 1,062
+# to minute with no stolen time (on an H200 VM, one 4-vCPU preprocessing shape ran 888 to 1,062
 # images/s within four minutes, at 4.5 to 3.7 ms of CPU per image), so a point's probe hints how much
 # of its figure is the host's moment rather than the shape.
 _PROBE_BYTES = 256 * 1024
@@ -318,7 +318,7 @@ class Meter:
     prefetch depth in batches. The window opens when the last warm-up step completes: its counters
     and its seconds start at the same moment. A meter made with `drain` opens it only when the loop
     has taken the batches its loader made before and found the loader's queue empty
-    (`torch_common.drain_ready`, which calls `drained`), and one round of `round_steps` steps more
+    (`workloads.loop.drain_ready`, which calls `drained`), and one round of `round_steps` steps more
     has run: a consumer faster than its loader would otherwise spend the window's first seconds on
     that backlog at its own pace, and the figure would take them in. After warm-up the meter wants at
     least `min_steps` steps and `min_seconds` seconds; then, if the spread of `n_windows` window
@@ -326,12 +326,12 @@ class Meter:
 
     The budget runs from the end of the first step. That step carries one-time costs no later step
     has (the loader's first batch, cuDNN's autotuning, the GPU libraries read from a cold disk): on a
-    fresh H100 the first point of a sweep took 17.5 s for it, and a budget counted from before it
-    left that point's window 6 steps.
+    fresh H100 host it takes up to 17.5 s in a sweep's first point, which a budget counted from
+    before it would take out of the window.
 
     A loader with W workers delivers batches in bursts of about W (each worker finishes a batch at
     about the same time), so `round_steps` = W makes every window span at least one whole round:
-    shorter windows see a burst or a stall, not the rate (seen on an H200: 16 workers behind a
+    shorter windows see a burst or a stall, not the rate (on an H200 host, 16 workers behind a
     140 MB/s throttle gave window rates from 440 to 3,909 images/s over a 3 s window). When the
     budget runs out first the meter goes on to `HARD_STOP` times the budget, then marks the
     window short.
@@ -339,8 +339,8 @@ class Meter:
 
     HARD_STOP = 1.6
     # The spread is judged at most this often (seconds of measured time): judging it costs time in
-    # the number of steps so far, and a check per step slowed a step of 6 ms by 4 ms after 1,400 of
-    # them (ptb-lstm-train on an H200), a slowdown the measurement then reported.
+    # the number of steps so far, and a check per step slows a step of 6 ms by 4 ms after 1,400 of
+    # them (ptb-lstm-train on an H200 host), a slowdown the measurement would report.
     CHECK_EVERY_S = 0.5
 
     def __init__(
@@ -463,9 +463,9 @@ class Meter:
 
         `input_ended`: the job ran out of input before the meter had a steady figure (a one-pass
         job on a small folder), so its rate takes every measured step, an incomplete last round
-        included, and says so (seen on the dev host: a cold pass through a throttle ran fast, then
-        stalled; the median of its windows read 1,831 images/s while the bytes it read, 105 MB/s of
-        107 kB images, said about 1,000).
+        included, and says so (a cold pass through a throttle can run fast, then stall: the median
+        of one such pass's windows read 1,831 images/s while the bytes it read, 105 MB/s of 107 kB
+        images, said about 1,000).
         """
         wall = (time.perf_counter() - self._t_measure) if self._t_measure else 0.0
         after = tree_counters()
@@ -547,6 +547,13 @@ def cpu_breakdown(before: dict[str, float], after: dict[str, float], wall: float
         out["loader_cpu_ms_per_sample"] = 1000.0 * (cpu - d["root_cpu_seconds"]) / samples
         out["minor_faults_per_sample"] = d["minor_faults"] / samples
     return out
+
+
+def add_read_bytes_per_sample(result: Result) -> None:
+    """`read_bytes_per_sample` in the result's extra: bytes read from storage per measured sample."""
+    measured = result.counters.get("measured_samples") or 0
+    if measured:
+        result.extra["read_bytes_per_sample"] = result.counters.get("read_bytes", 0.0) / measured
 
 
 def bottleneck_label(counters: dict[str, Any], vcpus: int, disk_bps_cap: float | None = None) -> str:

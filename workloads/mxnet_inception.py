@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workloads import formats
-from workloads import torch_common as loop  # framework-free parts: the epoch loop, meter, step clock
-from workloads.measure import bottleneck_label
+from workloads.formats.readers import RecordIOReader, packed_paths
+from workloads.loop import StepClock, new_meter, run_epochs
+from workloads.measure import add_read_bytes_per_sample, bottleneck_label
 from workloads.protocol import Result, Spec, Workload, register
 
 CPU_ONLY_REASON = (
@@ -59,7 +59,7 @@ def mxnet_versions(mx: Any) -> dict[str, str]:
 def rec_paths(data_dir: str, split: str) -> tuple[Path, Path]:
     if not data_dir:
         raise ValueError("spec.data_dir is empty: point it at a dataset made by `sizer data imagenet`")
-    rec, idx, _ = formats.packed_paths(Path(data_dir) / "packed", "rec", split)
+    rec, idx, _ = packed_paths(Path(data_dir) / "packed", "rec", split)
     for path in (rec, idx):
         if not path.is_file():
             raise ValueError(f"missing {path}: pack the dataset with `sizer data pack {data_dir} --format rec`")
@@ -123,81 +123,19 @@ class MxnetInceptionV3Train(Workload):
     def run(self, spec: Spec) -> Result:
         cfg = self.config_for(spec)
         result = self.new_result(spec, cfg)
-        if cfg["device"] != "cpu":
-            raise ValueError(f"config device={cfg['device']!r}: {CPU_ONLY_REASON}")
-        if cfg["crop"] not in ("random_resized", "rand_crop"):
-            raise ValueError(f"config crop={cfg['crop']!r} is not random_resized or rand_crop")
+        _check_config(cfg)
         rec, idx = rec_paths(spec.data_dir, cfg["split"])
         vcpus = max(1, int(spec.vcpus))
         decode_threads = int(cfg["preprocess_threads"] or vcpus)
         op_threads = int(cfg["threads"] or vcpus)
         mx = import_mxnet(op_threads)
-        from mxnet import autograd, gluon
-        from mxnet.gluon.model_zoo import vision
-
         mx.random.seed(spec.seed)
-        size, batch_size = int(cfg["image_size"]), int(cfg["batch_size"])
-        records = len(formats.RecordIOReader(rec, idx))
+        batch_size = int(cfg["batch_size"])
+        records = len(RecordIOReader(rec, idx))
         if records < batch_size:
             raise ValueError(f"{rec} has {records} records, fewer than one batch of {batch_size}")
-        prefetch = int(cfg["prefetch_buffer"])
-
-        crop: dict[str, Any]
-        if cfg["crop"] == "random_resized":
-            crop = {
-                "random_resized_crop": True,
-                "min_random_area": 0.08,
-                "max_random_area": 1.0,
-                "min_aspect_ratio": 3 / 4,
-                "max_aspect_ratio": 4 / 3,
-            }
-        else:
-            crop = {"rand_crop": True, "resize": int(size * 256 / 224)}
-        it = mx.io.ImageRecordIter(
-            path_imgrec=str(rec),
-            path_imgidx=str(idx),
-            data_shape=(3, size, size),
-            batch_size=batch_size,
-            shuffle=True,
-            seed=int(spec.seed),
-            rand_mirror=bool(cfg["rand_mirror"]),
-            preprocess_threads=decode_threads,
-            prefetch_buffer=prefetch,
-            mean_r=IMAGENET_MEAN_RGB[0],
-            mean_g=IMAGENET_MEAN_RGB[1],
-            mean_b=IMAGENET_MEAN_RGB[2],
-            std_r=IMAGENET_STD_RGB[0],
-            std_g=IMAGENET_STD_RGB[1],
-            std_b=IMAGENET_STD_RGB[2],
-            **crop,
-        )
-
-        ctx = mx.cpu()
-        net = vision.get_model(cfg["model"], classes=NUM_CLASSES)
-        net.initialize(mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2), ctx=ctx)
-        if cfg["hybridize"]:
-            net.hybridize(static_alloc=True, static_shape=True)
-        lr = float(cfg["base_lr"]) * batch_size / 256
-        trainer = gluon.Trainer(
-            net.collect_params(), "sgd", {"learning_rate": lr, "momentum": float(cfg["momentum"]), "wd": float(cfg["weight_decay"])}
-        )
-        loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-        losses: list[float] = []
-
-        def step(batch) -> float:
-            # The iterator hands out pinned host buffers; the network's parameters live on cpu(0).
-            x = batch.data[0].as_in_context(ctx)
-            y = batch.label[0].as_in_context(ctx)
-            with autograd.record():
-                out = net(x)
-                if isinstance(out, (tuple, list)):  # an auxiliary head, when a model has one
-                    out = out[0]
-                loss = loss_fn(out, y)
-            loss.backward()
-            trainer.step(batch_size)
-            losses.append(float(loss.mean().asscalar()))  # also waits for the step: MXNet is asynchronous
-            return float(batch_size - (batch.pad or 0))
-
+        it = _record_iter(mx, cfg, rec, idx, decode_threads, spec.seed)
+        training = _GluonTraining(mx, cfg)
         extra = result.extra
         extra.update(
             versions=mxnet_versions(mx),
@@ -207,18 +145,102 @@ class MxnetInceptionV3Train(Workload):
             operator_threads=op_threads,
             dataset_images=records,
             dataset_gib=sum(p.stat().st_size for p in (rec, idx)) / 2**30,
-            learning_rate=lr,
+            learning_rate=training.lr,
         )
-        warmup = prefetch + int(cfg["warmup_steps"])
-        meter = loop.new_meter(spec, cfg, warmup, "cpu")
+        meter = new_meter(spec, cfg, int(cfg["prefetch_buffer"]) + int(cfg["warmup_steps"]), "cpu")
         t0 = time.perf_counter()
-        loop.run_epochs(meter, RecordBatches(it, records, batch_size), step, loop.StepClock("cpu"), extra)
+        run_epochs(meter, RecordBatches(it, records, batch_size), training.step, StepClock("cpu"), extra)
         meter.finish(result, vcpus)
         extra["loop_seconds"] = time.perf_counter() - t0
-        k = min(5, max(1, len(losses) // 3))
-        extra.update(loss_first=sum(losses[:k]) / k, loss_last=sum(losses[-k:]) / k, train_steps=len(losses))
-        measured = result.counters.get("measured_samples") or 0
-        if measured:
-            extra["read_bytes_per_sample"] = result.counters.get("read_bytes", 0.0) / measured
+        training.report(extra)
+        add_read_bytes_per_sample(result)
         result.bottleneck = bottleneck_label(result.counters, vcpus)
         return result
+
+
+def _check_config(cfg: dict[str, Any]) -> None:
+    if cfg["device"] != "cpu":
+        raise ValueError(f"config device={cfg['device']!r}: {CPU_ONLY_REASON}")
+    if cfg["crop"] not in ("random_resized", "rand_crop"):
+        raise ValueError(f"config crop={cfg['crop']!r} is not random_resized or rand_crop")
+
+
+def _crop_args(cfg: dict[str, Any], size: int) -> dict[str, Any]:
+    """ImageRecordIter's arguments for the configured crop: MXNet's RandomResizedCrop, or a
+    fixed-size random crop of the image resized to a short side of 256/224 the crop."""
+    if cfg["crop"] == "random_resized":
+        return {
+            "random_resized_crop": True,
+            "min_random_area": 0.08,
+            "max_random_area": 1.0,
+            "min_aspect_ratio": 3 / 4,
+            "max_aspect_ratio": 4 / 3,
+        }
+    return {"rand_crop": True, "resize": int(size * 256 / 224)}
+
+
+def _record_iter(mx: Any, cfg: dict[str, Any], rec: Path, idx: Path, decode_threads: int, seed: int) -> Any:
+    """The shuffled, augmented and normalized batches of the .rec, decoded on `decode_threads`."""
+    size = int(cfg["image_size"])
+    return mx.io.ImageRecordIter(
+        path_imgrec=str(rec),
+        path_imgidx=str(idx),
+        data_shape=(3, size, size),
+        batch_size=int(cfg["batch_size"]),
+        shuffle=True,
+        seed=int(seed),
+        rand_mirror=bool(cfg["rand_mirror"]),
+        preprocess_threads=decode_threads,
+        prefetch_buffer=int(cfg["prefetch_buffer"]),
+        mean_r=IMAGENET_MEAN_RGB[0],
+        mean_g=IMAGENET_MEAN_RGB[1],
+        mean_b=IMAGENET_MEAN_RGB[2],
+        std_r=IMAGENET_STD_RGB[0],
+        std_g=IMAGENET_STD_RGB[1],
+        std_b=IMAGENET_STD_RGB[2],
+        **_crop_args(cfg, size),
+    )
+
+
+class _GluonTraining:
+    """The model-zoo network on the CPU, its SGD trainer (learning rate `base_lr` per 256 images,
+    scaled linearly with the batch) and the losses of its steps."""
+
+    def __init__(self, mx: Any, cfg: dict[str, Any]):
+        from mxnet import autograd, gluon
+        from mxnet.gluon.model_zoo import vision
+
+        self.autograd = autograd
+        self.ctx = mx.cpu()
+        self.batch_size = int(cfg["batch_size"])
+        self.net = vision.get_model(cfg["model"], classes=NUM_CLASSES)
+        self.net.initialize(mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2), ctx=self.ctx)
+        if cfg["hybridize"]:
+            self.net.hybridize(static_alloc=True, static_shape=True)
+        self.lr = float(cfg["base_lr"]) * self.batch_size / 256
+        self.trainer = gluon.Trainer(
+            self.net.collect_params(), "sgd",
+            {"learning_rate": self.lr, "momentum": float(cfg["momentum"]), "wd": float(cfg["weight_decay"])},
+        )
+        self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        self.losses: list[float] = []
+
+    def step(self, batch: Any) -> float:
+        # The iterator hands out pinned host buffers; the network's parameters live on cpu(0).
+        x = batch.data[0].as_in_context(self.ctx)
+        y = batch.label[0].as_in_context(self.ctx)
+        with self.autograd.record():
+            out = self.net(x)
+            if isinstance(out, (tuple, list)):  # an auxiliary head, when a model has one
+                out = out[0]
+            loss = self.loss_fn(out, y)
+        loss.backward()
+        self.trainer.step(self.batch_size)
+        self.losses.append(float(loss.mean().asscalar()))  # also waits for the step: MXNet is asynchronous
+        return float(self.batch_size - (batch.pad or 0))
+
+    def report(self, extra: dict[str, Any]) -> None:
+        """The mean loss of the first and of the last few steps, and the steps run."""
+        losses = self.losses
+        k = min(5, max(1, len(losses) // 3))
+        extra.update(loss_first=sum(losses[:k]) / k, loss_last=sum(losses[-k:]) / k, train_steps=len(losses))

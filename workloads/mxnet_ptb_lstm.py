@@ -12,14 +12,14 @@ the training loss over the first and the last steps (`loss_start`, `loss_end`).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from workloads import torch_common as loop  # framework-free parts: the epoch loop, meter, step clock
+from workloads.loop import StepClock, new_meter, run_epochs
 from workloads.measure import bottleneck_label
 from workloads.mxnet_inception import CPU_ONLY_REASON, import_mxnet, mxnet_versions
 from workloads.protocol import Result, Spec, Workload, register
-from workloads.ptb_lstm import LOSS_AVERAGE_STEPS, read_corpus  # torch is imported lazily there
+from workloads.ptb_corpus import BpttWindows, batch_columns, loss_summary, read_corpus, train_file
+
 
 def build_model(mx: Any, vocab_size: int, hidden: int, layers: int, dropout: float, init: float):
     from mxnet import gluon
@@ -43,23 +43,6 @@ def build_model(mx: Any, vocab_size: int, hidden: int, layers: int, dropout: flo
     return LstmLanguageModel()
 
 
-class BpttWindows:
-    """(position, input, target) windows of `bptt` steps over a (steps, batch) token matrix."""
-
-    def __init__(self, data: Any, bptt: int):
-        self.data = data
-        self.bptt = bptt
-        self.steps = data.shape[0]
-
-    def __len__(self) -> int:
-        return (self.steps - 2) // self.bptt + 1
-
-    def __iter__(self):
-        for i in range(0, self.steps - 1, self.bptt):
-            n = min(self.bptt, self.steps - 1 - i)
-            yield i, self.data[i : i + n], self.data[i + 1 : i + 1 + n]
-
-
 @register
 class MxnetPtbLstmTrain(Workload):
     name = "mxnet-ptb-lstm-train"
@@ -76,21 +59,15 @@ class MxnetPtbLstmTrain(Workload):
                       "clip": 5.0, "device": "cpu", "threads": None, "warmup_steps": 3},
     }
 
-    def _train_file(self, spec: Spec) -> Path:
-        path = Path(spec.data_dir) / "ptb.train.txt"
-        if not spec.data_dir or not path.is_file():
-            raise ValueError(f"no ptb.train.txt in {spec.data_dir!r}: make one with `sizer data ptb` or point at a PTB copy")
-        return path
-
     def prepare(self, spec: Spec) -> None:
-        self._train_file(spec)
+        train_file(spec.data_dir)
 
     def run(self, spec: Spec) -> Result:
         cfg = self.config_for(spec)
         result = self.new_result(spec, cfg)
         if cfg["device"] != "cpu":
             raise ValueError(f"config device={cfg['device']!r}: {CPU_ONLY_REASON}")
-        path = self._train_file(spec)
+        path = train_file(spec.data_dir)
         vcpus = max(1, int(spec.vcpus))
         threads = int(cfg["threads"] or vcpus)
         mx = import_mxnet(threads)
@@ -102,9 +79,7 @@ class MxnetPtbLstmTrain(Workload):
         ctx = mx.cpu()
         ids, vocab = read_corpus(path)
         batch_size, bptt = int(cfg["batch_size"]), int(cfg["bptt"])
-        columns = len(ids) // batch_size
-        if columns < 2 * bptt:
-            raise ValueError(f"{path} has {len(ids)} tokens, too few for batch {batch_size} x BPTT {bptt}")
+        columns = batch_columns(ids, batch_size, bptt, path)
         # (steps, batch): column b is the b-th contiguous slice of the corpus, as in batchify.
         matrix = np.asarray(ids[: columns * batch_size], dtype=np.float32).reshape(batch_size, columns).T
         data = mx.nd.array(matrix, ctx=ctx)
@@ -135,7 +110,7 @@ class MxnetPtbLstmTrain(Workload):
             return float(y.size)
 
         warmup = int(cfg["warmup_steps"])
-        meter = loop.new_meter(spec, cfg, warmup, "cpu")
+        meter = new_meter(spec, cfg, warmup, "cpu")
         extra = result.extra
         extra.update(
             versions=mxnet_versions(mx),
@@ -145,18 +120,9 @@ class MxnetPtbLstmTrain(Workload):
             vocabulary=len(vocab),
             corpus_tokens=len(ids),
         )
-        loop.run_epochs(meter, BpttWindows(data, bptt), step, loop.StepClock("cpu"), extra)
+        run_epochs(meter, BpttWindows(data, bptt), step, StepClock("cpu"), extra)
         meter.finish(result, vcpus)
 
-        k = min(LOSS_AVERAGE_STEPS, max(1, len(losses) // 3))
-        measured = losses[warmup:] if len(losses) > warmup + k else losses
-        loss_end = sum(losses[-k:]) / k
-        extra.update(
-            loss_start=sum(losses[:k]) / k,
-            loss_end=loss_end,
-            loss_start_measured=sum(measured[:k]) / k,
-            perplexity_end=float(np.exp(loss_end)),
-            train_steps=len(losses),
-        )
+        extra.update(loss_summary(losses, warmup))
         result.bottleneck = bottleneck_label(result.counters, vcpus)
         return result

@@ -14,11 +14,26 @@ from typing import Any, Callable, ClassVar
 
 RESULT_SCHEMA_VERSION = 1
 
+METHOD_VERSION = 4
+"""The rule a point's figure (Result.throughput) follows; it goes up whenever that rule changes.
+
+1: the median of the rates of up to five sub-windows of the measured steps.
+2: the whole window's samples over its seconds, over whole loader rounds (`stats.window_rate`).
+3: as 2, with the window opened once the loop has dropped the batches its loader made before it
+   (`loop.drain_ready`).
+4: as 3, with the drain ended after `loop.DRAIN_MAX_S`: a drain that went on at the
+   loader's own pace left a short window.
+sizer/method.py brings stored figures of older methods to this one where their steps allow.
+"""
+
 # Result status values. `ok` and `noisy` carry a throughput; the others describe why none exists.
 OK, NOISY, OOM, TIMEOUT, ERROR = "ok", "noisy", "oom", "timeout", "error"
 STATUSES = (OK, NOISY, OOM, TIMEOUT, ERROR)
 
 PROFILES = ("gpu", "cpu-small")
+
+# Config `input` of a point measured with its batches already on the device: the GPU's own ceiling.
+SYNTHETIC_INPUT = "synthetic"
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,7 @@ class Result:
     error: str = ""
     wall_s: float = 0.0
     schema_version: int = RESULT_SCHEMA_VERSION
+    method: int = METHOD_VERSION  # the rule `throughput` follows (METHOD_VERSION)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

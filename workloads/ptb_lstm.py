@@ -10,26 +10,13 @@ training loss averaged over the first and the last few steps (`loss_start`, `los
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from workloads import torch_common as tc
+from workloads.loop import StepClock, new_meter, run_epochs
 from workloads.measure import bottleneck_label, stage_done
 from workloads.protocol import Result, Spec, Workload, register
-
-EOS = "<eos>"
-LOSS_AVERAGE_STEPS = 5
-
-
-def read_corpus(path: Path) -> tuple[list[int], dict[str, int]]:
-    """Token ids of a PTB-format file and the vocabulary built from it (first occurrence order)."""
-    vocab: dict[str, int] = {}
-    ids: list[int] = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            for word in line.split() + [EOS]:
-                ids.append(vocab.setdefault(word, len(vocab)))
-    return ids, vocab
+from workloads.ptb_corpus import BpttWindows, batch_columns, loss_summary, read_corpus, train_file
+from workloads.torch_common import autocast, framework_versions, prefer_sleeping_openmp, setup_device
 
 
 def build_model(vocab_size: int, hidden: int, layers: int, dropout: float, tied: bool, init: float):
@@ -59,22 +46,6 @@ def build_model(vocab_size: int, hidden: int, layers: int, dropout: float, tied:
     return LstmLanguageModel()
 
 
-class BpttWindows:
-    """(position, input, target) windows of `bptt` steps over a (steps, batch) token matrix."""
-
-    def __init__(self, data: Any, bptt: int):
-        self.data = data
-        self.bptt = bptt
-
-    def __len__(self) -> int:
-        return (len(self.data) - 2) // self.bptt + 1
-
-    def __iter__(self):
-        for i in range(0, len(self.data) - 1, self.bptt):
-            n = min(self.bptt, len(self.data) - 1 - i)
-            yield i, self.data[i : i + n], self.data[i + 1 : i + 1 + n]
-
-
 @register
 class PtbLstmTrain(Workload):
     name = "ptb-lstm-train"
@@ -91,31 +62,23 @@ class PtbLstmTrain(Workload):
                       "init": 0.1, "lr": 1.0, "clip": 5.0, "device": "cpu", "precision": "fp32", "warmup_steps": 3},
     }
 
-    def _train_file(self, spec: Spec) -> Path:
-        path = Path(spec.data_dir) / "ptb.train.txt"
-        if not spec.data_dir or not path.is_file():
-            raise ValueError(f"no ptb.train.txt in {spec.data_dir!r}: make one with `sizer data ptb` or point at a PTB copy")
-        return path
-
     def prepare(self, spec: Spec) -> None:
-        self._train_file(spec)
+        train_file(spec.data_dir)
 
     def run(self, spec: Spec) -> Result:
         cfg = self.config_for(spec)
         result = self.new_result(spec, cfg)
-        path = self._train_file(spec)
-        result.extra["openmp_sleeps"] = tc.prefer_sleeping_openmp(cfg)
+        path = train_file(spec.data_dir)
+        result.extra["openmp_sleeps"] = prefer_sleeping_openmp(cfg)
 
         import torch
         import torch.nn.functional as F
 
         stage_done("torch_imported")
-        device = tc.setup_device(cfg, spec.vcpus, spec.seed)
+        device = setup_device(cfg, spec.vcpus, spec.seed)
         ids, vocab = read_corpus(path)
         batch_size, bptt = int(cfg["batch_size"]), int(cfg["bptt"])
-        columns = len(ids) // batch_size
-        if columns < 2 * bptt:
-            raise ValueError(f"{path} has {len(ids)} tokens, too few for batch {batch_size} x BPTT {bptt}")
+        columns = batch_columns(ids, batch_size, bptt, path)
         data = torch.tensor(ids[: columns * batch_size], dtype=torch.long).view(batch_size, columns).t().contiguous().to(device)
 
         model = build_model(len(vocab), int(cfg["hidden"]), int(cfg["layers"]), float(cfg["dropout"]),
@@ -133,7 +96,7 @@ class PtbLstmTrain(Workload):
             if position == 0 or state[0] is None:  # a new pass over the corpus starts from zero state
                 state[0] = model.zero_state(batch_size, device)
             h = tuple(s.detach() for s in state[0])  # truncated BPTT: no gradient into the last window
-            with tc.autocast(device, cfg["precision"]):
+            with autocast(device, cfg["precision"]):
                 logits, state[0] = model(x, h)
                 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
             optimizer.zero_grad(set_to_none=True)
@@ -144,21 +107,12 @@ class PtbLstmTrain(Workload):
             return float(y.numel())
 
         warmup = int(cfg["warmup_steps"])
-        meter = tc.new_meter(spec, cfg, warmup, device)
+        meter = new_meter(spec, cfg, warmup, device)
         extra = result.extra
-        extra.update(versions=tc.framework_versions(), vocabulary=len(vocab), corpus_tokens=len(ids))
-        tc.run_epochs(meter, BpttWindows(data, bptt), step, tc.StepClock(device), extra)
+        extra.update(versions=framework_versions(), vocabulary=len(vocab), corpus_tokens=len(ids))
+        run_epochs(meter, BpttWindows(data, bptt), step, StepClock(device), extra)
         meter.finish(result, spec.vcpus)
 
-        values = torch.stack(losses).float().cpu().tolist()
-        k = min(LOSS_AVERAGE_STEPS, max(1, len(values) // 3))
-        measured = values[warmup:] if len(values) > warmup + k else values
-        extra.update(
-            loss_start=sum(values[:k]) / k,
-            loss_end=sum(values[-k:]) / k,
-            loss_start_measured=sum(measured[:k]) / k,
-            perplexity_end=float(torch.tensor(sum(values[-k:]) / k).exp()),
-            train_steps=len(values),
-        )
+        extra.update(loss_summary(torch.stack(losses).float().cpu().tolist(), warmup))
         result.bottleneck = bottleneck_label(result.counters, spec.vcpus)
         return result

@@ -6,15 +6,8 @@ Standard library only: used by workers in any interpreter and by sizer itself.
 from __future__ import annotations
 
 import math
+from statistics import median
 from typing import Sequence
-
-
-def median(values: Sequence[float]) -> float:
-    if not values:
-        raise ValueError("median of no values")
-    s = sorted(values)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -46,13 +39,12 @@ def window_start(intervals: Sequence[float], warmup_steps: int, drain_s: float |
                  round_steps: int = 1) -> int | None:
     """Index of the first measured step, given the step intervals so far; None while undecided.
 
-    For steps stored by meters from before loaders were drained (torch_common.drain_ready), whose
-    windows opened right after `warmup_steps` steps: where the window would have opened once the
-    consumer caught up with the batches its loader read before (benchmarks/rewindow_store.py
-    --drained). The workers fill their prefetch queue while the model is built, and a consumer
-    faster than they are spends its first seconds on that backlog at its own pace: seen on an H200,
-    42 steps of 16-vCPU training at the GPU's 4,700 images/s, then 3,335, with a window that read
-    3,998 over both. `drain_s` unset: right after the warm-up. Caught up: a round of
+    For steps whose window opened right after `warmup_steps` steps, with no drain of the loader
+    (`workloads.loop.drain_ready`): where the window opens once the consumer has caught up with the
+    batches its loader read before. The workers fill their prefetch queue while the model is built,
+    and a consumer faster than they are spends its first seconds on that backlog at its own pace (on
+    an H200 host, 42 steps of 16-vCPU training at the GPU's 4,700 images/s, then 3,335, with a
+    window that read 3,998 over both). `drain_s` unset: right after the warm-up. Caught up: a round of
     `round_steps` steps (the loader's workers, who hand over a batch each per round) took
     ROUND_SLOWER times as long as at the consumer's own pace. The window then opens with that
     round's first step longer than WAITED x the pace (steady state began as the backlog's last batch
@@ -99,7 +91,7 @@ def _rounds(steps: Sequence[Sequence[float]], round_steps: int) -> list[tuple[fl
 
     `steps` rows are [seconds, samples, warmup]. A loader with W workers hands over batches in
     bursts of about W, so figures are taken over whole rounds. An incomplete last round is left out
-    (seen on an H200: 2 steps of a burst, alone in the last window, read 146,202 images/s beside
+    (on an H200 host, 2 steps of a burst, alone in the last window, read 146,202 images/s beside
     windows of about 400); fewer steps than a round are one round.
     """
     measured = [(float(s[0]), float(s[1])) for s in steps if not (len(s) > 2 and s[2])]
@@ -126,7 +118,7 @@ def window_rates(steps: Sequence[Sequence[float]], n_windows: int, round_steps: 
     equal sample counts and return each window's rate (samples / seconds). Windows never split a
     step, nor a round of `round_steps` steps (see `_rounds`), and hold two rounds or more where the
     window has two: a window of one round is one burst of batches, and its rate says where the burst
-    fell (seen on an H200 at 2 vCPUs: 9 rounds in five windows left the last one a round of two
+    fell (on an H200 host at 2 vCPUs, 9 rounds in five windows left the last one a round of two
     ready batches, 7,523 images/s beside four of 605-684, a spread of 1,073%). The cuts fall where
     the samples so far reach each window's share of the total, so no runt is left at the end.
     """
@@ -137,7 +129,8 @@ def window_rates(steps: Sequence[Sequence[float]], n_windows: int, round_steps: 
         return []
     n_windows = max(1, min(n_windows, len(rounds) // 2))
     total = sum(n for _, n in rounds)
-    rates, secs, samples, so_far = [], 0.0, 0.0, 0.0
+    rates: list[float] = []
+    secs, samples, so_far = 0.0, 0.0, 0.0
     for dt, n in rounds:
         secs += dt
         samples += n
@@ -155,10 +148,10 @@ def summarize(steps: Sequence[Sequence[float]], n_windows: int = 5, round_steps:
 
     The figure is the whole window's rate, not the median of its sub-windows: a loader-bound point
     holds only a few rounds of batches, so each sub-window's rate hangs on where a burst fell, and
-    the median of five such rates stood up to 11% away from the samples over the seconds.
-    Over the 292 stored points of the H200 example, the whole window's rate made repeated shapes
-    agree better and the model's held-out error smaller (docs/PERFORMANCE.md, "The figure of a
-    point"). The sub-windows' spread still flags a point whose rate moved within its window.
+    the median of five such rates stands up to 11% away from the samples over the seconds. Over 292
+    points of a sweep on an H200 host, the whole window's rate made repeated shapes agree better and
+    the model's held-out error smaller (docs/PERFORMANCE.md, "The figure of a point"). The
+    sub-windows' spread still flags a point whose rate moved within its window.
     """
     rates = window_rates(steps, n_windows, round_steps)
     if not rates:

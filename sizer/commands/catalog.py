@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from sizer.commands.options import catalog_flag, cloud_flag, gpu_flag, json_flag, out_flag
 from sizer.console import console, emit, err_console
 from sizer.errors import SizerError
 
@@ -40,13 +41,13 @@ def _render_list(data: dict[str, Any]) -> None:
 
 
 def list_rows(
-    cloud: Annotated[Optional[list[str]], typer.Option("--cloud", help="Only this cloud (aws, gcp, azure, alibaba); repeatable.")] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Only this GPU model (H100, A100-80GB, T4, ...).")] = None,
+    cloud: Annotated[Optional[list[str]], cloud_flag("Only this cloud (aws, gcp, azure, alibaba); repeatable.")] = None,
+    gpu: Annotated[Optional[str], gpu_flag("Only this GPU model (H100, A100-80GB, T4, ...).")] = None,
     catalog: Annotated[
-        Optional[list[Path]], typer.Option("--catalog", help="Your own catalog CSV, added to the built-in rows; repeatable.")
+        Optional[list[Path]], catalog_flag("Your own catalog CSV, added to the built-in rows; repeatable.")
     ] = None,
     no_builtin: Annotated[bool, typer.Option("--no-builtin", help="Only the rows of --catalog files.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    as_json: Annotated[bool, json_flag("Print JSON instead of a table.")] = False,
 ) -> None:
     """List GPU instance types: vCPUs, RAM, GPU, price (with its source and date), local NVMe, disks.
 
@@ -71,14 +72,14 @@ def list_rows(
 
 def import_skypilot(
     vms_csv: Annotated[Path, typer.Argument(help="SkyPilot's catalog vms.csv (e.g. catalogs/v7/aws/vms.csv).")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Write the sizer catalog here (default: stdout).")] = None,
-    cloud: Annotated[Optional[str], typer.Option("--cloud", help="Cloud name (default: from the path, e.g. .../aws/vms.csv).")] = None,
+    out: Annotated[Optional[Path], out_flag("Write the sizer catalog here (default: stdout).")] = None,
+    cloud: Annotated[Optional[str], cloud_flag("Cloud name (default: from the path, e.g. .../aws/vms.csv).")] = None,
     region: Annotated[Optional[list[str]], typer.Option("--region", help="Only this region; repeatable.")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Use the spot price instead of on-demand.")] = False,
     price_date: Annotated[
         Optional[str], typer.Option("--price-date", help="Date of the prices (YYYY-MM-DD; default: the file's date).")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+    as_json: Annotated[bool, json_flag("Print a JSON summary.")] = False,
 ) -> None:
     """Convert SkyPilot's catalog vms.csv into a sizer catalog CSV (use it with --catalog).
 

@@ -9,11 +9,11 @@ import typer
 from rich.table import Table
 
 from sizer import datasets
+from sizer.commands.options import JsonOutput, out_flag
 from sizer.console import console, emit
 from sizer.errors import SizerError
 from sizer.units import format_bytes
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed; the same seed gives the same files.")]
 
 
@@ -58,7 +58,7 @@ def _render_packed(info: dict[str, Any]) -> None:
 
 
 def imagenet(
-    out: Annotated[Path, typer.Option("--out", help="Directory to write the dataset into (train/, val/, manifest.json).")],
+    out: Annotated[Path, out_flag("Directory to write the dataset into (train/, val/, manifest.json).")],
     images: Annotated[int, typer.Option("--images", help="Number of images (train + val).")] = datasets.DEFAULT_IMAGES,
     seed: SeedOption = 0,
     classes: Annotated[
@@ -68,7 +68,7 @@ def imagenet(
         Optional[int], typer.Option("--processes", help="Generator processes (default: every usable CPU).")
     ] = None,
     val_fraction: Annotated[float, typer.Option("--val-fraction", help="Share of the images that go to val/.")] = 0.1,
-    as_json: JsonOption = False,
+    as_json: JsonOutput = False,
 ) -> None:
     """Generate synthetic ImageNet-like JPEGs: about 500x375 px, about 110 kB at quality 90.
 
@@ -85,9 +85,9 @@ def imagenet(
 
 
 def ptb(
-    out: Annotated[Path, typer.Option("--out", help="Directory for ptb.train.txt, ptb.valid.txt and ptb.test.txt.")],
+    out: Annotated[Path, out_flag("Directory for ptb.train.txt, ptb.valid.txt and ptb.test.txt.")],
     seed: SeedOption = 0,
-    as_json: JsonOption = False,
+    as_json: JsonOutput = False,
 ) -> None:
     """Generate a PTB-like corpus: 10k-word vocabulary, about 929k / 73k / 82k tokens.
 
@@ -105,7 +105,7 @@ def pack(
     seed: Annotated[
         Optional[int], typer.Option("--seed", help="Shuffle seed (default: the dataset's generator seed, else 0).")
     ] = None,
-    as_json: JsonOption = False,
+    as_json: JsonOutput = False,
 ) -> None:
     """Pack an image folder into LMDB (as convert_imageset), RecordIO (as im2rec) or tar shards (WebDataset).
 

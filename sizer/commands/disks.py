@@ -8,6 +8,7 @@ import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sizer.commands.options import JsonOutput
 from sizer.console import console, emit, err_console
 from sizer.disks import probe_disk
 from sizer.units import format_bytes, parse_size
@@ -43,7 +44,7 @@ def render_disk(data: dict[str, Any]) -> None:
 
 def probe(
     path: Annotated[str, typer.Argument(help="A directory on the disk to measure; a scratch file is written there and removed.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: JsonOutput = False,
     seconds: Annotated[int, typer.Option("--seconds", min=1, max=3600, help="Seconds per access pattern.")] = 5,
     size: Annotated[str, typer.Option("--size", help="Scratch file size (e.g. 1G, 256M).")] = "1G",
 ) -> None:
@@ -52,7 +53,7 @@ def probe(
     Reports MB/s, IOPS and completion latency p50/p99 per pattern. The scratch file is laid out with real data first and removed afterwards, also on Ctrl-C.
 
     Example: sizer disks probe /data --seconds 10 --json
-    """
+    """  # noqa: E501 (typer shows the docstring's line breaks as written)
     size_bytes = parse_size(size)
     bar = Progress(
         SpinnerColumn(),

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from sizer.commands.options import DiskClassesFile, JsonOutput, limits_flag
 from sizer.console import console, emit
 from sizer.errors import SizerError
 from sizer.units import format_bytes, parse_size
@@ -106,12 +107,15 @@ def render_verify(data: dict[str, Any]) -> None:
 
 def verify(
     path: Annotated[Path, typer.Argument(help="A directory on the disk to test; a scratch file is written there and removed.")],
-    class_: Annotated[str, typer.Option("--class", help="Disk class to verify: local-nvme, ssd, standard or one of --disk-classes.")],
+    class_: Annotated[
+        str,
+        typer.Option("--class", help="Disk class to verify: local-nvme, ssd, standard or one of --disk-classes."),
+    ],
     size: Annotated[str, typer.Option("--size", help="Scratch file size (e.g. 256M).")] = "256M",
     seconds: Annotated[int, typer.Option("--seconds", min=1, max=600, help="Seconds of measured reads.")] = 5,
-    disk_classes: Annotated[Optional[Path], typer.Option("--disk-classes", help="CSV of extra or overriding disk classes.")] = None,
-    limits: Annotated[Optional[str], typer.Option("--limits", help="Limit backend: auto, cgroup-v2, cgroup-v1.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    disk_classes: DiskClassesFile = None,
+    limits: Annotated[Optional[str], limits_flag("Limit backend: auto, cgroup-v2, cgroup-v1.")] = None,
+    as_json: JsonOutput = False,
 ) -> None:
     """Check that a disk class's throttle delivers its cap: fio reads under the throttle vs the cap.
 

@@ -7,14 +7,15 @@ from typing import Annotated
 
 import typer
 
+from sizer.commands.options import JsonOutput, store_flag
 from sizer.console import console, emit
 from sizer.errors import SizerError
 
 
 def merge(
     sources: Annotated[list[Path], typer.Argument(help="Stores to copy from.", show_default=False)],
-    store: Annotated[Path, typer.Option("--store", help="Store to copy into (created when missing).")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    store: Annotated[Path, store_flag("Store to copy into (created when missing).")],
+    as_json: JsonOutput = False,
 ) -> None:
     """Copy every sweep of SOURCES (hosts, points, raw samples, calibrations) into --store.
 
@@ -34,12 +35,12 @@ def merge(
     with Store(store) as target:
         opened = [Store(source, create=False) for source in sources]  # all readable before any copy
         try:
-            for source in opened:
-                for key, n in target.merge_from(source).items():
+            for source_store in opened:
+                for key, n in target.merge_from(source_store).items():
                     totals[key] += n
         finally:
-            for source in opened:
-                source.close()
+            for source_store in opened:
+                source_store.close()
     emit({"store": str(store), **totals}, as_json,
          lambda d: console.print(f"{d['store']}: {d['sweeps']} sweep(s), {d['points']} point(s) copied"
                                  + (f"; {d['skipped_sweeps']} already there" if d["skipped_sweeps"] else "")))

@@ -8,35 +8,36 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from sizer.commands.options import (
+    CatalogFiles,
+    DatasetGib,
+    JobSamples,
+    PointsInput,
+    StoreInput,
+    Tolerance,
+    cloud_flag,
+    cpu_cost_flag,
+    disk_classes_flag,
+    gpu_flag,
+    json_flag,
+)
 from sizer.console import console, emit
 from sizer.errors import SizerError
 from sizer.points import Point
 
-StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="A sweep's results store (SQLite).")]
-InputOpt = Annotated[Optional[Path], typer.Option("--input", help="A points.csv (the format `sizer report` writes).")]
-DatasetOpt = Annotated[
-    Optional[float], typer.Option("--dataset-gib", help="Size of the real dataset in GiB; the RAM axis scales to it.")
+# The options `fit` and `recommend` share with each other only.
+DiskCapsFile = Annotated[
+    Optional[Path], disk_classes_flag("Your own disk-class CSV (caps), added to the built-in one.")
 ]
-DiskClassesOpt = Annotated[
-    Optional[Path], typer.Option("--disk-classes", help="Your own disk-class CSV (caps), added to the built-in one.")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-CpuCostOpt = Annotated[
+JsonTables = Annotated[bool, json_flag("Print JSON instead of tables.")]
+CpuCostFit = Annotated[
     bool,
-    typer.Option("--cpu-cost", help="Fit on CPU-bound figures scaled by each window's CPU time per sample over the "
-                 "median at its vCPU count: a shared host's changing speed taken out (needs --store)."),
+    cpu_cost_flag("Fit on CPU-bound figures scaled by each window's CPU time per sample over the "
+                  "median at its vCPU count: a shared host's changing speed taken out (needs --store)."),
 ]
 
 
 # ---------------------------------------------------------------------------- inputs
-def _calibration_of(calibration: dict[str, Any] | None) -> float | None:
-    for key in ("ips_per_vcpu", "calibration_ips"):
-        value = (calibration or {}).get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            return float(value)
-    return None
-
-
 def load_points(store: Path | None, input_file: Path | None) -> list[Point]:
     """Points from exactly one of a store or a points.csv, refused before any work when neither or both."""
     from sizer.points import read_points_csv
@@ -44,17 +45,14 @@ def load_points(store: Path | None, input_file: Path | None) -> list[Point]:
 
     if store and input_file:
         raise SizerError("give either --store or --input, not both")
-    if not store and not input_file:
-        raise SizerError("give --store PATH (a sweep's store) or --input points.csv")
     if input_file:
         return read_points_csv(input_file)
+    if not store:
+        raise SizerError("give --store PATH (a sweep's store) or --input points.csv")
     points: list[Point] = []
     with Store(store, create=False) as opened:
         for sweep in opened.sweeps():
-            calibration = _calibration_of(sweep.calibration)
-            for (row, result), point in zip(opened.results(sweep.id), opened.points(sweep.id)):
-                if point.calibration_ips is None and calibration:
-                    point.calibration_ips = calibration
+            for (_row, result), point in zip(opened.results(sweep.id), opened.points(sweep.id)):
                 peak = (result.counters or {}).get("gpu_mem_peak_bytes")
                 if isinstance(peak, (int, float)) and peak > 0:
                     point.extra["gpu_mem_peak_gib"] = float(peak) / 2**30
@@ -103,12 +101,12 @@ def _render_fit(data: dict[str, Any]) -> None:
 
 
 def fit(
-    store: StoreOpt = None,
-    input_file: InputOpt = None,
-    dataset_gib: DatasetOpt = None,
-    disk_classes: DiskClassesOpt = None,
-    cpu_cost: CpuCostOpt = False,
-    as_json: JsonOpt = False,
+    store: StoreInput = None,
+    input_file: PointsInput = None,
+    dataset_gib: DatasetGib = None,
+    disk_classes: DiskCapsFile = None,
+    cpu_cost: CpuCostFit = False,
+    as_json: JsonTables = False,
 ) -> None:
     """Fit the bottleneck model per workload: parameters with intervals and leave-one-out error.
 
@@ -171,6 +169,12 @@ def recommendation_dict(rec: Any) -> dict[str, Any]:
     }
 
 
+def _job_text(hours: float | None, cost: float | None) -> str:
+    if hours is None:
+        return "–"
+    return f"{hours:.3g} h, ${cost:,.2f}" if cost is not None else f"{hours:.3g} h"
+
+
 def _render_recommend(data: dict[str, Any]) -> None:
     table = Table(title=f"cheapest {data['gpu']} instance within {data['tolerance']:.0%} of the GPU ceiling",
                   title_justify="left")
@@ -179,9 +183,9 @@ def _render_recommend(data: dict[str, Any]) -> None:
     for rec in data["recommendations"]:
         c = rec["chosen"]
         if c is None:
-            table.add_row(rec["workload"], f"[yellow]none[/yellow]", "", "", "", "", "", "")
+            table.add_row(rec["workload"], "[yellow]none[/yellow]", "", "", "", "", "", "")
             continue
-        job = "–" if c["job_hours"] is None else f"{c['job_hours']:.3g} h, ${c['job_cost']:,.2f}" if c["job_cost"] is not None else f"{c['job_hours']:.3g} h"
+        job = _job_text(c["job_hours"], c["job_cost"])
         table.add_row(
             rec["workload"],
             f"{c['instance_type']} ({c['cloud']})" + (f" 1/{c['gpu_count']}" if c["gpu_count"] > 1 else ""),
@@ -209,29 +213,23 @@ def _render_recommend(data: dict[str, Any]) -> None:
 
 
 def recommend(
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU model to size for (default: the measured GPU).")] = None,
-    store: StoreOpt = None,
-    input_file: InputOpt = None,
-    catalog: Annotated[
-        Optional[list[Path]], typer.Option("--catalog", help="Your own catalog CSV (prices); repeatable.")
-    ] = None,
-    tolerance: Annotated[
-        float, typer.Option("--tolerance", help="Largest accepted slowdown against the GPU ceiling (0.05 = 5%).")
-    ] = 0.05,
-    dataset_gib: DatasetOpt = None,
-    job_samples: Annotated[
-        Optional[float], typer.Option("--job-samples", help="Samples in one job (e.g. 115.2e6 = 90 epochs of ImageNet).")
-    ] = None,
+    gpu: Annotated[Optional[str], gpu_flag("GPU model to size for (default: the measured GPU).")] = None,
+    store: StoreInput = None,
+    input_file: PointsInput = None,
+    catalog: CatalogFiles = None,
+    tolerance: Tolerance = 0.05,
+    dataset_gib: DatasetGib = None,
+    job_samples: JobSamples = None,
     target_calibration: Annotated[
         Optional[float],
         typer.Option("--target-calibration", help="Per-vCPU calibration (images/s) of the target's CPU model "
                                                   "(`sizer probe`); scales the CPU term."),
     ] = None,
-    cloud: Annotated[Optional[list[str]], typer.Option("--cloud", help="Only these clouds; repeatable.")] = None,
+    cloud: Annotated[Optional[list[str]], cloud_flag("Only these clouds; repeatable.")] = None,
     workload: Annotated[Optional[list[str]], typer.Option("--workload", help="Only these workloads; repeatable.")] = None,
-    disk_classes: DiskClassesOpt = None,
-    cpu_cost: CpuCostOpt = False,
-    as_json: JsonOpt = False,
+    disk_classes: DiskCapsFile = None,
+    cpu_cost: CpuCostFit = False,
+    as_json: JsonTables = False,
 ) -> None:
     """Recommend the cheapest instance and disk class that keeps the GPU within tolerance of its ceiling.
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from sizer.commands.options import JsonOutput
 from sizer.console import console, emit
 from sizer.probe import probe_host
 from sizer.units import format_bytes
@@ -29,7 +30,8 @@ def render_host(data: dict[str, Any]) -> None:
     table.add_row(
         "topology",
         f"{cpu['sockets']} socket(s), {cpu['physical_cores']} core(s), {cpu['hardware_threads']} hardware threads"
-        f" ({'SMT, ' + str(cpu['threads_per_core']) + ' per core' if cpu['smt'] else 'no SMT'}), {cpu['numa_nodes']} NUMA node(s)",
+        f" ({'SMT, ' + str(cpu['threads_per_core']) + ' per core' if cpu['smt'] else 'no SMT'}),"
+        f" {cpu['numa_nodes']} NUMA node(s)",
     )
     table.add_row("SMT siblings", _siblings_text(cpu["siblings"]))
     if cpu["usable"] != cpu["online"]:
@@ -79,12 +81,12 @@ def probe(
     path: Annotated[
         Optional[str], typer.Option("--path", help="Also describe the filesystem and block device holding this path.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: JsonOutput = False,
 ) -> None:
     """Describe this host: CPU topology, RAM, GPUs, the disk under a path and the limit backend.
 
     The limit backend (cgroup v2, cgroup v1 or affinity only) and its writable controllers are found by creating and removing a probe cgroup. No GPU is a normal answer.
 
     Example: sizer probe --path /data/imagenet --json
-    """
+    """  # noqa: E501 (typer shows the docstring's line breaks as written)
     emit(probe_host(path), as_json, render_host)

@@ -1,20 +1,79 @@
-"""`sizer qualify`: pass or fail measured figures against a baseline's thresholds (JUnit XML, exit 1)."""
+"""`sizer qualify`: pass or fail measured figures against a baseline's thresholds (JUnit XML, exit 1).
+
+The figures come from a store, a points.csv, or, for a baseline with `"run": true`, a sweep this
+command runs first; `sizer.qualify` then judges them."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 
+from sizer.commands.options import JsonOutput, input_flag, store_flag
 from sizer.console import console, emit
 from sizer.errors import SizerError
-from sizer.qualify import evaluate, host_calibration, junit_xml, load_baseline, run_suite, summary, write_junit
+from sizer.qualify import Baseline, evaluate, host_calibration, junit_xml, load_baseline, summary, write_junit
 from sizer.report import load_inputs
 
+if TYPE_CHECKING:
+    from sizer.sweep import SweepOptions
 
+DEFAULT_RUN_STORE = Path("results") / "qualify.sqlite"
+
+
+# ---------------------------------------------------------------------------- running the suite
+def sweep_options(baseline: Baseline, store: str | Path | None = None) -> SweepOptions:
+    """The sweep that measures a baseline's suite: its `sweep` object, else the checks' own shapes."""
+    from sizer.sweep import SweepOptions
+    from sizer.units import GIB
+
+    spec = baseline.sweep
+    shapes = [c.shape for c in baseline.checks if c.shape]
+    vcpus = spec.get("vcpus") or sorted({s["vcpus"] for s in shapes}) or None
+    ram_gib = spec.get("ram_gib") or sorted({s["ram_gib"] for s in shapes}) or None
+    disks = spec.get("disks") or sorted({s["disk_class"] for s in shapes}) or None
+    return SweepOptions(
+        workloads=list(spec.get("workloads") or dict.fromkeys(c.workload for c in baseline.checks)),
+        vcpus=[int(v) for v in vcpus] if vcpus else None,
+        ram_bytes=[int(float(r) * GIB) for r in ram_gib] if ram_gib else None,
+        disks=list(disks) if disks else None,
+        profile=str(spec.get("profile", "auto")),
+        store=Path(store) if store else DEFAULT_RUN_STORE,
+        out_dir=None,  # qualify writes JUnit, not a report
+        data_dir=Path(spec["data_dir"]) if spec.get("data_dir") else None,
+        resume=bool(spec.get("resume", False)),
+        time_budget_s=spec.get("time_budget_s"),
+        config=dict(spec.get("config") or {}),
+        limits=spec.get("limits"),
+        ceiling=bool(spec.get("ceiling", True)),
+        calibrate=bool(spec.get("calibrate", True)),
+        command=f"sizer qualify --baseline {baseline.path}",
+        report=False,
+    )
+
+
+def run_suite(
+    baseline: Baseline, store: str | Path | None = None, progress: bool = True, **overrides: Any
+) -> dict[str, Any]:
+    """Measure the baseline's suite (`"run": true`) with `sizer.sweep`, then read that sweep's figures.
+
+    `overrides` replace fields of the sweep's options (for example `lock_path`)."""
+    from sizer.report import inputs_from_store
+    from sizer.store import Store
+    from sizer.sweep import run_sweep
+
+    options = dataclasses.replace(sweep_options(baseline, store), **overrides)
+    result = run_sweep(options, progress=progress)
+    with Store(result["store"], create=False) as opened:
+        data = inputs_from_store(opened, sweep_id=result["sweep_id"])
+    return {**data, "source": f"{result['store']} (sweep {result['sweep_id']}, run by this check)"}
+
+
+# ---------------------------------------------------------------------------- the command
 def _render(data: dict[str, Any]) -> None:
     table = Table(title=f"qualify {data['suite']}", title_justify="left")
     for column in ("check", "metric", "measured", "threshold", "result"):
@@ -33,10 +92,10 @@ def _render(data: dict[str, Any]) -> None:
 
 def qualify(
     baseline: Annotated[Path, typer.Option("--baseline", help="The baseline file (JSON): the suite and thresholds.")],
-    store: Annotated[Optional[Path], typer.Option("--store", help="Read the figures from this results store.")] = None,
-    input_file: Annotated[Optional[Path], typer.Option("--input", help="Read the figures from this points.csv.")] = None,
+    store: Annotated[Optional[Path], store_flag("Read the figures from this results store.")] = None,
+    input_file: Annotated[Optional[Path], input_flag("Read the figures from this points.csv.")] = None,
     junit: Annotated[Optional[Path], typer.Option("--junit", help="Write JUnit XML here (one testcase per check).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: JsonOutput = False,
 ) -> None:
     """Compare measured figures with a baseline; exit 1 when any falls short, 0 when all meet.
 

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
-import typer
 from rich.table import Table
 
+from sizer.commands.options import (
+    CatalogFiles,
+    DatasetGib,
+    JobSamples,
+    PointsInput,
+    ReportFolder,
+    StoreInput,
+    Tolerance,
+    cpu_cost_flag,
+    gpu_flag,
+    json_flag,
+)
 from sizer.console import console, emit
 from sizer.report import build_context, format_money, format_number, load_inputs, write_context
 
@@ -42,33 +52,21 @@ def _render(data: dict[str, Any]) -> None:
 
 
 def report(
-    out: Annotated[Path, typer.Option("--out", help="Folder for report.html, results.json and points.csv.")],
-    store: Annotated[Optional[Path], typer.Option("--store", help="A sweep's results store (SQLite).")] = None,
-    input_file: Annotated[
-        Optional[Path], typer.Option("--input", help="A points.csv (the format `sizer report` writes).")
-    ] = None,
-    gpu: Annotated[
-        Optional[str], typer.Option("--gpu", help="GPU model to size for (default: the measured host's GPU).")
-    ] = None,
-    catalog: Annotated[
-        Optional[list[Path]], typer.Option("--catalog", help="Your own catalog CSV (prices); repeatable.")
-    ] = None,
-    tolerance: Annotated[
-        float, typer.Option("--tolerance", help="Largest accepted slowdown against the GPU ceiling (0.05 = 5%).")
-    ] = 0.05,
-    dataset_gib: Annotated[
-        Optional[float], typer.Option("--dataset-gib", help="Size of the real dataset in GiB; the RAM axis scales to it.")
-    ] = None,
-    job_samples: Annotated[
-        Optional[float], typer.Option("--job-samples", help="Samples in one job (e.g. 115.2e6 = 90 epochs of ImageNet).")
-    ] = None,
+    out: ReportFolder,
+    store: StoreInput = None,
+    input_file: PointsInput = None,
+    gpu: Annotated[Optional[str], gpu_flag("GPU model to size for (default: the measured host's GPU).")] = None,
+    catalog: CatalogFiles = None,
+    tolerance: Tolerance = 0.05,
+    dataset_gib: DatasetGib = None,
+    job_samples: JobSamples = None,
     cpu_cost: Annotated[
         bool,
-        typer.Option("--cpu-cost", help="Fit the model on CPU-bound figures scaled by each window's CPU time per "
-                     "sample over the median at its vCPU count: takes a shared host's changing speed out of the "
-                     "model (needs --store; the points shown stay as measured)."),
+        cpu_cost_flag("Fit the model on CPU-bound figures scaled by each window's CPU time per "
+                      "sample over the median at its vCPU count: takes a shared host's changing speed out of the "
+                      "model (needs --store; the points shown stay as measured)."),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print results.json's content instead of a table.")] = False,
+    as_json: Annotated[bool, json_flag("Print results.json's content instead of a table.")] = False,
 ) -> None:
     """Write report.html, results.json and points.csv: the recommendation per workload and why.
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -11,16 +10,18 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from sizer.commands.options import (
+    CpuQuota,
+    DiskClassesFile,
+    JsonOutput,
+    LimitBackendName,
+    ReportFolder,
+    gpu_flag,
+    store_flag,
+)
 from sizer.console import console, emit, err_console
 from sizer.errors import SizerError
 from sizer.units import format_bytes, parse_duration, parse_int_list, parse_setting, parse_size, parse_str_list
-
-
-# Shared by `run` and `sweep`.
-CpuQuota = Annotated[bool, typer.Option(
-    "--cpu-quota",
-    help="Also cap CPU time with a CFS quota of the vCPUs, as a container's CPU limit does (Kubernetes "
-         "limits.cpu). Off: the cpuset alone pins the shape.")]
 
 
 def parse_set(items: list[str] | None) -> dict[str, Any]:
@@ -73,15 +74,24 @@ def run(
     workload: Annotated[str, typer.Argument(help="Workload name (see `sizer workloads`).")],
     vcpus: Annotated[int, typer.Option("--vcpus", min=1, help="vCPUs (hardware threads) of the shape.")] = 1,
     ram: Annotated[str, typer.Option("--ram", help="Host RAM of the shape, page cache included (e.g. 4G).")] = "4G",
-    disk: Annotated[str, typer.Option("--disk", help="Disk class: local-nvme, ssd, standard or one of --disk-classes.")] = "local-nvme",
+    disk: Annotated[
+        str,
+        typer.Option("--disk", help="Disk class: local-nvme, ssd, standard or one of --disk-classes."),
+    ] = "local-nvme",
     profile: Annotated[str, typer.Option("--profile", help="auto, gpu or cpu-small.")] = "auto",
     data: Annotated[Optional[Path], typer.Option("--data", help="Dataset folder (generated there when missing).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Workload config override key=value (repeatable).")] = None,
-    disk_classes: Annotated[Optional[Path], typer.Option("--disk-classes", help="CSV of extra or overriding disk classes.")] = None,
-    budget: Annotated[Optional[float], typer.Option("--budget", help="Seconds for the point's warm-up and measured window, counted from the end of its first step.")] = None,
-    limits: Annotated[Optional[str], typer.Option("--limits", help="Limit backend: auto, cgroup-v2, cgroup-v1, affinity.")] = None,
+    disk_classes: DiskClassesFile = None,
+    budget: Annotated[
+        Optional[float],
+        typer.Option(
+            "--budget",
+            help="Seconds for the point's warm-up and measured window, counted from the end of its first step.",
+        ),
+    ] = None,
+    limits: LimitBackendName = None,
     cpu_quota: CpuQuota = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: JsonOutput = False,
 ) -> None:
     """Measure one point: WORKLOAD under one instance shape, in a fresh worker under real limits.
 
@@ -112,7 +122,8 @@ def render_dry_run(data: dict[str, Any]) -> None:
     for column in ("#", "workload", "vCPUs", "RAM GiB", "disk", "est. s"):
         table.add_column(column, justify="left" if column in ("workload", "disk") else "right")
     for i, p in enumerate(data["points"], 1):
-        name = p["workload"] + (" (synthetic input)" if p["ceiling"] else "") + (f" ({p['settings']})" if p.get("settings") else "")
+        name = p["workload"] + (" (synthetic input)" if p["ceiling"] else "")
+        name += f" ({p['settings']})" if p.get("settings") else ""
         name += f" (pass {p['pass']})" if p.get("pass", 1) > 1 else ""
         table.add_row(str(i), name, str(p["vcpus"]), f"{p['ram_gib']:g}", p["disk_class"], f"{p['estimated_s']:.0f}")
     console.print(table)
@@ -166,29 +177,78 @@ def render_sweep(data: dict[str, Any]) -> None:
         console.print(f"[yellow]{note}[/]")
 
 
+# The options of `sweep` alone.
+Workloads = Annotated[Optional[str], typer.Option(
+    "--workloads",
+    help="Comma-separated workloads, each optionally with settings of its own as "
+         "name:key=value[:key=value] (e.g. resnet50-train:decode=gpu). Default: the four of the study, "
+         "plus resnet50-train:decode=gpu on a GPU.")]
+VcpuLevels = Annotated[Optional[str], typer.Option(
+    "--vcpus", help="vCPU counts, e.g. 1,2,4,8 (default: 1,2 up to the host's threads).")]
+RamLevels = Annotated[Optional[str], typer.Option(
+    "--ram", help="RAM sizes, e.g. 4G,8G (default: one level that caches the dataset).")]
+DiskLevels = Annotated[Optional[str], typer.Option("--disks", help="Disk classes, e.g. local-nvme,ssd,standard.")]
+SweepProfile = Annotated[str, typer.Option(
+    "--profile", help="auto (gpu when NVML sees a GPU, else cpu-small), gpu or cpu-small.")]
+SweepStore = Annotated[Optional[Path], store_flag("SQLite store (default: OUT/sizer.sqlite).")]
+SweepData = Annotated[Optional[Path], typer.Option(
+    "--data", help="Dataset folder (default: $SIZER_DATA or ~/.cache/sizer/data).")]
+SweepGpu = Annotated[Optional[str], gpu_flag("GPU model to recommend instances for (default: the host's).")]
+Resume = Annotated[bool, typer.Option(
+    "--resume", help="Continue the newest sweep with the same plan: stored points are not measured again.")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the points and the estimated time; measure nothing.")]
+SweepBudget = Annotated[Optional[float], typer.Option(
+    "--budget",
+    help="Seconds for each point's warm-up and measured window, counted from the end of its first step.")]
+SweepSettings = Annotated[Optional[list[str]], typer.Option(
+    "--set", help="Workload config override key=value for every point (repeatable).")]
+NoCalibrate = Annotated[bool, typer.Option(
+    "--no-calibrate",
+    help="Skip the per-vCPU calibration (results then cannot be scaled to another CPU model).")]
+MaxTime = Annotated[Optional[str], typer.Option(
+    "--max-time",
+    help="Start no point that would end later than this after the start (e.g. 9m, 540s): a slice of a "
+         "longer sweep, continued with --resume.")]
+RepeatNoisy = Annotated[Optional[float], typer.Option(
+    "--repeat-noisy",
+    help="Measure a point once more when its windows spread by more than this (0.2 = 20%); the steadier "
+         "measurement is kept, the other stored with it.")]
+Passes = Annotated[int, typer.Option(
+    "--passes",
+    help="Measure every shape this many times, each pass in another order (the first shuffled, the second "
+         "its reverse, later ones shuffled anew); the model and the report take each shape's median. For "
+         "hosts whose speed drifts over minutes (shared VMs).")]
+Refine = Annotated[int, typer.Option(
+    "--refine",
+    metavar="N",
+    help="After the passes, fit each workload without each shape in turn and measure once more its N "
+         "shapes the model predicts worst (a shape measured at a slow or fast moment of the host); they "
+         "join the shape's median like another pass. 0: off.")]
+
+
 def sweep(
-    workloads: Annotated[Optional[str], typer.Option("--workloads", help="Comma-separated workloads, each optionally with settings of its own as name:key=value[:key=value] (e.g. resnet50-train:decode=gpu). Default: the four of the study, plus resnet50-train:decode=gpu on a GPU.")] = None,
-    vcpus: Annotated[Optional[str], typer.Option("--vcpus", help="vCPU counts, e.g. 1,2,4,8 (default: 1,2 up to the host's threads).")] = None,
-    ram: Annotated[Optional[str], typer.Option("--ram", help="RAM sizes, e.g. 4G,8G (default: one level that caches the dataset).")] = None,
-    disks: Annotated[Optional[str], typer.Option("--disks", help="Disk classes, e.g. local-nvme,ssd,standard.")] = None,
-    disk_classes: Annotated[Optional[Path], typer.Option("--disk-classes", help="CSV of extra or overriding disk classes.")] = None,
-    profile: Annotated[str, typer.Option("--profile", help="auto (gpu when NVML sees a GPU, else cpu-small), gpu or cpu-small.")] = "auto",
-    store: Annotated[Optional[Path], typer.Option("--store", help="SQLite store (default: OUT/sizer.sqlite).")] = None,
-    out: Annotated[Path, typer.Option("--out", help="Folder for report.html, results.json and points.csv.")] = Path("results"),
-    data: Annotated[Optional[Path], typer.Option("--data", help="Dataset folder (default: $SIZER_DATA or ~/.cache/sizer/data).")] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU model to recommend instances for (default: the host's).")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the newest sweep with the same plan: stored points are not measured again.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the points and the estimated time; measure nothing.")] = False,
-    budget: Annotated[Optional[float], typer.Option("--budget", help="Seconds for each point's warm-up and measured window, counted from the end of its first step.")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Workload config override key=value for every point (repeatable).")] = None,
-    no_calibrate: Annotated[bool, typer.Option("--no-calibrate", help="Skip the per-vCPU calibration (results then cannot be scaled to another CPU model).")] = False,
-    limits: Annotated[Optional[str], typer.Option("--limits", help="Limit backend: auto, cgroup-v2, cgroup-v1, affinity.")] = None,
-    max_time: Annotated[Optional[str], typer.Option("--max-time", help="Start no point that would end later than this after the start (e.g. 9m, 540s): a slice of a longer sweep, continued with --resume.")] = None,
+    workloads: Workloads = None,
+    vcpus: VcpuLevels = None,
+    ram: RamLevels = None,
+    disks: DiskLevels = None,
+    disk_classes: DiskClassesFile = None,
+    profile: SweepProfile = "auto",
+    store: SweepStore = None,
+    out: ReportFolder = Path("results"),
+    data: SweepData = None,
+    gpu: SweepGpu = None,
+    resume: Resume = False,
+    dry_run: DryRun = False,
+    budget: SweepBudget = None,
+    set_: SweepSettings = None,
+    no_calibrate: NoCalibrate = False,
+    limits: LimitBackendName = None,
+    max_time: MaxTime = None,
     cpu_quota: CpuQuota = False,
-    repeat_noisy: Annotated[Optional[float], typer.Option("--repeat-noisy", help="Measure a point once more when its windows spread by more than this (0.2 = 20%); the steadier measurement is kept, the other stored with it.")] = None,
-    passes: Annotated[int, typer.Option("--passes", help="Measure every shape this many times, each pass in another order (the first shuffled, the second its reverse, later ones shuffled anew); the model and the report take each shape's median. For hosts whose speed drifts over minutes (shared VMs).")] = 1,
-    refine: Annotated[int, typer.Option("--refine", metavar="N", help="After the passes, fit each workload without each shape in turn and measure once more its N shapes the model predicts worst (a shape measured at a slow or fast moment of the host); they join the shape's median like another pass. 0: off.")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    repeat_noisy: RepeatNoisy = None,
+    passes: Passes = 1,
+    refine: Refine = 0,
+    as_json: JsonOutput = False,
 ) -> None:
     """Measure workloads x instance shapes under real limits, point by point, and write the report.
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich import box
 from rich.table import Table
 
+from sizer.commands.options import JsonOutput
 from sizer.console import console, emit
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-
 
 def workload_rows() -> list[dict[str, Any]]:
     """describe() of every registered workload (MXNet ones when their module is present), by name,
@@ -19,7 +16,7 @@ def workload_rows() -> list[dict[str, Any]]:
     import workloads
 
     rows = []
-    for name, cls in sorted(workloads.load_all().items()):
+    for _name, cls in sorted(workloads.load_all().items()):
         row = cls.describe()
         row["defaults"] = {profile: dict(cfg) for profile, cfg in sorted(cls.defaults.items())}
         rows.append(row)
@@ -54,7 +51,7 @@ def _render(rows: list[dict[str, Any]]) -> None:
     )
 
 
-def list_workloads(as_json: JsonOption = False) -> None:
+def list_workloads(as_json: JsonOutput = False) -> None:
     """List the workloads: name, framework, unit, profiles, dataset, what they stress, interpreter.
 
     With --json, each entry also carries the default config of every profile.

@@ -18,7 +18,7 @@ from sizer.limits.sysfs import block_device_for, device_name
 
 BACKENDS = ("cgroup-v2", "cgroup-v1", "affinity")
 _ALIASES = {"v2": "cgroup-v2", "v1": "cgroup-v1", "none": "affinity", "auto": "auto"}
-_CLASSES = {"cgroup-v2": CgroupV2Backend, "cgroup-v1": CgroupV1Backend}
+_CLASSES: dict[str, type[CgroupV2Backend] | type[CgroupV1Backend]] = {"cgroup-v2": CgroupV2Backend, "cgroup-v1": CgroupV1Backend}
 _cache: dict[str, LimitBackend] = {}
 
 

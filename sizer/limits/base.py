@@ -29,8 +29,8 @@ class LimitRequest:
     label: str = "point"  # part of the cgroup's name, for people reading /sys/fs/cgroup
     # A CPU-time quota of len(cpus) on top of the cpuset. Off by default: pinned to N CPUs a group
     # cannot use more than N anyway, and CFS bandwidth control throttles a group that runs flat out
-    # at its quota in slivers at period ends (benchmarks/loader_variants.py measures what it costs). A
-    # backend that cannot set a cpuset uses the quota whatever this says: it is then the only CPU limit.
+    # at its quota in slivers at period ends. A backend that cannot set a cpuset uses the quota
+    # whatever this says: it is then the only CPU limit.
     cpu_quota: bool = False
 
 

@@ -1,0 +1,77 @@
+"""Command-line options that several commands share, each flag declared once here.
+
+An alias (`JsonOutput`, `StoreInput`, ...) is the whole option: type, flag and help. Where commands
+say different things of one flag (what `--json` prints instead, what `--store` is for), the command
+gives its own help to the flag's function (`json_flag`, `store_flag`, ...) and the flag stays here:
+
+    as_json: Annotated[bool, json_flag("Print a JSON summary.")] = False
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+
+def json_flag(help_text: str = "Print machine-readable JSON.") -> Any:
+    return typer.Option("--json", help=help_text)
+
+
+def store_flag(help_text: str) -> Any:
+    return typer.Option("--store", help=help_text)
+
+
+def input_flag(help_text: str) -> Any:
+    return typer.Option("--input", help=help_text)
+
+
+def out_flag(help_text: str) -> Any:
+    return typer.Option("--out", help=help_text)
+
+
+def gpu_flag(help_text: str) -> Any:
+    return typer.Option("--gpu", help=help_text)
+
+
+def cloud_flag(help_text: str) -> Any:
+    return typer.Option("--cloud", help=help_text)
+
+
+def catalog_flag(help_text: str) -> Any:
+    return typer.Option("--catalog", help=help_text)
+
+
+def disk_classes_flag(help_text: str) -> Any:
+    return typer.Option("--disk-classes", help=help_text)
+
+
+def limits_flag(help_text: str) -> Any:
+    return typer.Option("--limits", help=help_text)
+
+
+def cpu_cost_flag(help_text: str) -> Any:
+    return typer.Option("--cpu-cost", help=help_text)
+
+
+JsonOutput = Annotated[bool, json_flag()]
+StoreInput = Annotated[Optional[Path], store_flag("A sweep's results store (SQLite).")]
+PointsInput = Annotated[Optional[Path], input_flag("A points.csv (the format `sizer report` writes).")]
+ReportFolder = Annotated[Path, out_flag("Folder for report.html, results.json and points.csv.")]
+CatalogFiles = Annotated[Optional[list[Path]], catalog_flag("Your own catalog CSV (prices); repeatable.")]
+Tolerance = Annotated[
+    float, typer.Option("--tolerance", help="Largest accepted slowdown against the GPU ceiling (0.05 = 5%).")
+]
+DatasetGib = Annotated[
+    Optional[float], typer.Option("--dataset-gib", help="Size of the real dataset in GiB; the RAM axis scales to it.")
+]
+JobSamples = Annotated[
+    Optional[float], typer.Option("--job-samples", help="Samples in one job (e.g. 115.2e6 = 90 epochs of ImageNet).")
+]
+DiskClassesFile = Annotated[Optional[Path], disk_classes_flag("CSV of extra or overriding disk classes.")]
+LimitBackendName = Annotated[Optional[str], limits_flag("Limit backend: auto, cgroup-v2, cgroup-v1, affinity.")]
+CpuQuota = Annotated[bool, typer.Option(
+    "--cpu-quota",
+    help="Also cap CPU time with a CFS quota of the vCPUs, as a container's CPU limit does (Kubernetes "
+         "limits.cpu). Off: the cpuset alone pins the shape.")]

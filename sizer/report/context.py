@@ -1,0 +1,299 @@
+"""The report's context: everything the report shows, as plain JSON-able data (results.json is this,
+versioned). Per workload the recommendation and its reason, the vCPU knee, the disk class and RAM
+the workload needs, the model's parameters and error, measured vs fitted points, the catalog rows
+considered (`sizer.report.workload`); then host metadata, limits, calibration, the profile that ran
+and the command to reproduce. Every figure comes from a point or a fit."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+from sizer import __version__
+from sizer.errors import SizerError
+from sizer.method import method_summary
+from sizer.points import Point, combine_passes
+from sizer.report.load import host_gpu_names
+from sizer.report.values import jsonable, significant
+from sizer.report.workload import SizingTerms, disk_order, workload_context
+from sizer.store import sweep_calibration_ips
+
+RESULTS_SCHEMA_VERSION = 1
+DEFAULT_TARGET_GPU = "H100"
+CPU_SMALL = "cpu-small"
+
+
+# ---------------------------------------------------------------------------- hosts, limits, profile
+def _host_summary(host_id: int, host: dict[str, Any]) -> dict[str, Any]:
+    cpu = host.get("cpu") or {}
+    memory = host.get("memory") or {}
+    gpu = host.get("gpu") or {}
+    frameworks = host.get("frameworks") or {}
+    limits = host.get("limits") or {}
+    path = host.get("path") or {}
+    device = path.get("device") or {}
+    return {
+        "id": host_id,
+        "hostname": host.get("hostname"),
+        "cpu_model": cpu.get("model") or host.get("cpu_model"),
+        "hardware_threads": cpu.get("hardware_threads") or host.get("threads"),
+        "physical_cores": cpu.get("physical_cores"),
+        "smt": cpu.get("smt"),
+        "memory_gib": memory.get("total_gib"),
+        "gpus": host_gpu_names(host),
+        "gpu_driver": gpu.get("driver"),
+        "gpu_note": gpu.get("reason"),
+        "kernel": host.get("kernel"),
+        "os": host.get("os"),
+        "frameworks": {k: (v or {}).get("version") for k, v in frameworks.items() if isinstance(v, dict)},
+        "limit_backend": limits.get("backend"),
+        "limit_controllers": limits.get("writable"),
+        "limit_placement": limits.get("placement"),
+        "limit_notes": limits.get("notes") or [],
+        "dataset_disk": {
+            "path": path.get("path"),
+            "fstype": path.get("fstype"),
+            "device": device.get("name"),
+            "rotational": device.get("rotational"),
+        } if path else None,
+        "disk_probe": host.get("disk_probe") or host.get("fio"),
+    }
+
+
+def _hosts(sweeps: Sequence[Any]) -> list[dict[str, Any]]:
+    """One summary per measured host, in the order its first sweep came."""
+    hosts: dict[int, dict[str, Any]] = {}
+    for s in sweeps:
+        if s.host_id not in hosts:
+            hosts[s.host_id] = _host_summary(s.host_id, s.host)
+    return list(hosts.values())
+
+
+def _limit_rows(enforcement: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per shape and enforcement record, repeats counted in `points`."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for row in enforcement:
+        key = (row.get("workload"), row.get("vcpus"), row.get("ram_gib"), row.get("disk_class"), row.get("backend"),
+               str(row.get("cpus", "")), str(row.get("memory", "")), str(row.get("disk", "")))
+        entry = groups.setdefault(
+            key,
+            {
+                "workload": row.get("workload"),
+                "vcpus": row.get("vcpus"),
+                "ram_gib": row.get("ram_gib"),
+                "disk_class": row.get("disk_class"),
+                "backend": str(row.get("backend") or ""),
+                "cpus": str(row.get("cpus") or ""),
+                "memory": str(row.get("memory") or ""),
+                "disk": str(row.get("disk") or ""),
+                "points": 0,
+            },
+        )
+        entry["points"] += 1
+    return sorted(
+        groups.values(),
+        key=lambda r: (str(r["workload"]), disk_order(str(r["disk_class"])), r["ram_gib"] or 0, r["vcpus"] or 0,
+                       str(r["cpus"]), str(r["memory"]), str(r["disk"])),
+    )
+
+
+def _limits(enforcement: Sequence[dict[str, Any]] | None, hosts: list[dict[str, Any]]) -> dict[str, Any]:
+    """How each limit was enforced, and which limits some points ran without."""
+    if not enforcement:
+        return {
+            "recorded": False,
+            "backends": sorted({h["limit_backend"] for h in hosts if h.get("limit_backend")}),
+            "rows": [],
+            "note": "These points carry no record of how their limits were enforced (imported from a points file).",
+        }
+    not_enforced = sorted({
+        what for r in enforcement for what in ("memory", "disk") if "not enforced" in str(r.get(what, ""))
+    })
+    note = "Every limit was enforced by the kernel." if not not_enforced else (
+        f"Not enforced on some points: {', '.join(not_enforced)} (the affinity-only backend cannot limit them); "
+        "those points measured the host's full RAM or disk."
+    )
+    return {
+        "recorded": True,
+        "backends": sorted({str(r.get("backend")) for r in enforcement if r.get("backend")}),
+        "rows": _limit_rows(enforcement),
+        "not_enforced": not_enforced,
+        "note": note,
+    }
+
+
+def _profile(points: Sequence[Point], host_gpus: list[str], target_gpu: str) -> dict[str, Any]:
+    profiles = sorted({p.profile for p in points if p.profile})
+    no_gpu = not host_gpus
+    cpu_small_without_gpu = no_gpu and (CPU_SMALL in profiles or not profiles)
+    if cpu_small_without_gpu:
+        note = (
+            f"These figures come from the {CPU_SMALL} profile on a host without a GPU: small models and images, "
+            "with the part a GPU would do computed on the CPU. They show how sizer measures and decides; "
+            f"they do not size a real {target_gpu} host. Run `sizer sweep` on a host with the GPU to size it."
+        )
+    elif no_gpu:
+        note = "The measured host had no GPU; the figures describe that host's CPU and disks only."
+    else:
+        note = f"Measured on {', '.join(sorted(set(host_gpus)))} with the {', '.join(profiles) or 'default'} profile."
+    return {
+        "profiles": profiles,
+        "host_has_gpu": not no_gpu,
+        "cpu_small_without_gpu": cpu_small_without_gpu,
+        "note": note,
+    }
+
+
+# ---------------------------------------------------------------------------- sweeps, calibration, catalog
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _sweep_rows(sweeps: Sequence[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": s.id,
+            "host_id": s.host_id,
+            "command": s.command,
+            "config": s.config,
+            "calibration": s.calibration,
+            "started": _iso(s.started),
+            "finished": _iso(s.finished),
+        }
+        for s in sweeps
+    ]
+
+
+def _calibration(points: Sequence[Point], sweeps: Sequence[Any]) -> dict[str, Any]:
+    """The host's per-vCPU rate: the median over the points that carry it, else over the sweeps' records."""
+    calib_points = [p.calibration_ips for p in points if p.calibration_ips]
+    calib_sweeps = [v for v in (sweep_calibration_ips(s.calibration) for s in sweeps) if v]
+    rates = calib_points or calib_sweeps
+    return {
+        "ips_per_vcpu": significant(statistics.median(rates), 6) if rates else None,
+        "source": "points" if calib_points else ("sweep calibration" if calib_sweeps else None),
+        "per_sweep": [{"sweep": s.id, **(s.calibration or {})} for s in sweeps if s.calibration],
+        "note": (
+            "One vCPU's JPEG decode-and-augment rate on this host. Another CPU model scales the CPU-bound "
+            "figures by the ratio of its calibration to this one."
+        ),
+    }
+
+
+def _catalog_summary(catalog: Sequence[Any], catalog_files: Sequence[str | Path]) -> dict[str, Any]:
+    clouds = Counter((r.cloud, r.price_source, r.price_date) for r in catalog)
+    return {
+        "files": [str(f) for f in catalog_files],
+        "rows_for_target": len(catalog),
+        "sources": [
+            {"cloud": cloud, "price_source": src, "price_date": date, "rows": n}
+            for (cloud, src, date), n in sorted(clouds.items(), key=lambda kv: tuple(str(x) for x in kv[0]))
+        ],
+    }
+
+
+# ---------------------------------------------------------------------------- the target
+def _check_options(tolerance: float, dataset_gib: float | None) -> None:
+    if not 0 < tolerance < 1:
+        raise SizerError(f"tolerance must be a fraction between 0 and 1 (for example 0.05), got {tolerance:g}")
+    if dataset_gib is not None and dataset_gib <= 0:
+        raise SizerError(f"--dataset-gib must be > 0, got {dataset_gib:g}")
+
+
+def _target_gpu(gpu: str | None, host_gpus: list[str]) -> tuple[str, str]:
+    """The GPU to size for and where that choice came from: --gpu, else the GPU measured most, else the default."""
+    from sizer.catalog import normalize_gpu
+
+    if gpu:
+        return normalize_gpu(gpu), "--gpu"
+    if host_gpus:
+        return normalize_gpu(Counter(host_gpus).most_common(1)[0][0]), "measured host"
+    return DEFAULT_TARGET_GPU, "default (the measured host has no GPU)"
+
+
+def _target_catalog(target: str, gpu: str | None, catalog_files: Sequence[str | Path]) -> list[Any]:
+    """The catalog rows of the target GPU; an explicit --gpu no row has is an error."""
+    from sizer.catalog import load_catalog, normalize_gpu
+
+    catalog = load_catalog(user_files=tuple(catalog_files), builtin=True, gpu=target)
+    if not catalog and gpu:
+        known = sorted({normalize_gpu(r.gpu) for r in load_catalog(user_files=tuple(catalog_files))})
+        raise SizerError(f"no catalog row has GPU {gpu!r} (known: {', '.join(known)})")
+    return catalog
+
+
+def _workloads(measured: list[Point], points: list[Point], terms: SizingTerms) -> list[dict[str, Any]]:
+    """One entry per fitted group of points (a workload variant), in name order."""
+    from sizer.model import fit_points, group_points
+
+    # Every measurement: the fit takes each shape at the median of its passes, after --cpu-cost's scaling.
+    fits = fit_points(measured, terms.disk_classes, dataset_gib=terms.dataset_gib, cpu_cost=terms.cpu_cost)
+    by_workload = group_points(points)
+    return [workload_context(name, by_workload[name], fits.get(name), terms) for name in sorted(by_workload)]
+
+
+# ---------------------------------------------------------------------------- the context
+def build_context(
+    points: Sequence[Point],
+    *,
+    sweeps: Sequence[Any] = (),
+    gpu: str | None = None,
+    tolerance: float = 0.05,
+    catalog_files: Sequence[str | Path] = (),
+    dataset_gib: float | None = None,
+    job_samples: float | None = None,
+    command: str = "",
+    enforcement: Sequence[dict[str, Any]] | None = None,
+    disk_classes: dict[str, Any] | None = None,
+    source: str = "",
+    cpu_cost: bool = False,
+) -> dict[str, Any]:
+    """Everything the report shows, as plain JSON-able data (results.json is this, versioned).
+
+    Each shape is shown at the median of its passes. `cpu_cost`: the model is fitted on CPU-bound
+    figures with each window's CPU time per sample taken out (`sizer.model.take_out_cpu_cost`); the
+    points shown stay as measured."""
+    from sizer.diskclasses import load_disk_classes
+
+    measured = list(points)
+    points = combine_passes(measured)
+    if not points:
+        raise SizerError("no points to report (measure some with `sizer sweep`, or give --input points.csv)")
+    _check_options(tolerance, dataset_gib)
+    disk_classes = disk_classes if disk_classes is not None else load_disk_classes()
+
+    hosts = _hosts(sweeps)
+    host_gpus = [g for h in hosts for g in h["gpus"]] + [p.gpu_model for p in points if p.gpu_model]
+    target, target_source = _target_gpu(gpu, host_gpus)
+    catalog = _target_catalog(target, gpu, catalog_files)
+    terms = SizingTerms(catalog, target, tolerance, disk_classes, dataset_gib, job_samples, cpu_cost)
+    return jsonable({
+        "schema_version": RESULTS_SCHEMA_VERSION,
+        "sizer_version": __version__,
+        "generated_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "source": source,
+        "target": {"gpu": target, "source": target_source, "host_gpus": sorted(set(host_gpus)),
+                   "illustrative": not host_gpus},
+        "profile": _profile(points, host_gpus, target),
+        "tolerance": tolerance,
+        "dataset_gib": dataset_gib,
+        "job_samples": job_samples,
+        "cpu_cost": cpu_cost,
+        "workloads": _workloads(measured, points, terms),
+        "catalog": _catalog_summary(catalog, catalog_files),
+        "hosts": hosts,
+        "sweeps": _sweep_rows(sweeps),
+        "limits": _limits(enforcement, hosts),
+        "calibration": _calibration(points, sweeps),
+        "method": method_summary(measured),  # the rule each figure follows (workloads.protocol.METHOD_VERSION)
+        "disk_classes": [
+            {"name": d.name, "read_mbps": d.read_mbps, "read_iops": d.read_iops, "description": d.description}
+            for d in disk_classes.values()
+        ],
+        "reproduce": {"command": command, "sweep_commands": sorted({s.command for s in sweeps if s.command})},
+    })

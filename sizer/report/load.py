@@ -1,0 +1,59 @@
+"""The report's inputs: points, sweeps and enforcement records from a store or a points file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sizer.errors import SizerError
+
+
+def host_gpu_names(host: dict[str, Any] | None) -> list[str]:
+    """The GPU models a host record names: its probed devices, else its plain `gpus` list."""
+    host = host or {}
+    gpu = host.get("gpu")
+    devices = gpu.get("devices", []) if isinstance(gpu, dict) else []
+    names = [str(d.get("name")) for d in devices if d.get("name")]
+    return names or [str(g) for g in host.get("gpus") or [] if g]
+
+
+def _enforcement_record(row: Any) -> dict[str, Any]:
+    """One stored point's shape with how its limits were enforced (an unreadable record adds nothing)."""
+    try:
+        record = json.loads(row["enforced"] or "{}")
+    except json.JSONDecodeError:
+        record = {}
+    return {
+        "workload": row["workload"],
+        "vcpus": row["vcpus"],
+        "ram_gib": row["ram_gib"],
+        "disk_class": row["disk_class"],
+        **(record if isinstance(record, dict) else {}),
+    }
+
+
+def inputs_from_store(store: Any, sweep_id: int | None = None) -> dict[str, Any]:
+    """Points, sweeps and enforcement records of a store (or of one sweep), as build_context takes them."""
+    rows = list(store.point_rows(sweep_id))
+    enforcement = [_enforcement_record(row) for row in rows]
+    sweeps = [s for s in store.sweeps() if sweep_id is None or s.id == sweep_id]
+    return {"points": store.points(sweep_id), "sweeps": sweeps, "enforcement": enforcement}
+
+
+def load_inputs(store: str | Path | None, input_file: str | Path | None) -> dict[str, Any]:
+    """Points (and, from a store, sweeps and enforcement) from exactly one of a store or a points file."""
+    from sizer.points import read_points_csv
+    from sizer.store import Store
+
+    if store and input_file:
+        raise SizerError("give either --store or --input, not both")
+    if input_file:
+        return {"points": read_points_csv(input_file), "sweeps": [], "enforcement": None, "source": str(input_file)}
+    if not store:
+        raise SizerError("give --store PATH (a sweep's store, e.g. results/sizer.sqlite) or --input points.csv")
+    with Store(store, create=False) as opened:
+        data = inputs_from_store(opened)
+    if not data["points"]:
+        raise SizerError(f"the store {store} holds no points yet (run `sizer sweep --store {store}`)")
+    return {**data, "source": str(store)}

@@ -1,0 +1,159 @@
+"""The store's tables, the compact form of a point's raw steps, and the migrations between schemas.
+
+Schema 2 keeps each point's raw steps once, as one row of the `steps` table: the step count and a
+zlib-compressed blob of float32 seconds, float32 samples and one warm-up byte per step. A point's
+result JSON holds everything else but its steps and its method, which has a column of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import sys
+import zlib
+from array import array
+from typing import Callable, Sequence
+
+from sizer.method import SweepSettings, bring_to_current, stored_method
+from workloads.protocol import Result
+
+SCHEMA_VERSION = 2
+
+_V1_TABLES = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE hosts (
+    id INTEGER PRIMARY KEY,
+    fingerprint TEXT NOT NULL UNIQUE,
+    info TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE sweeps (
+    id INTEGER PRIMARY KEY,
+    host_id INTEGER NOT NULL REFERENCES hosts(id),
+    plan_hash TEXT NOT NULL,
+    command TEXT NOT NULL,
+    config TEXT NOT NULL,
+    calibration TEXT NOT NULL DEFAULT '{}',
+    started REAL NOT NULL,
+    finished REAL
+);
+CREATE TABLE points (
+    id INTEGER PRIMARY KEY,
+    sweep_id INTEGER NOT NULL REFERENCES sweeps(id),
+    key TEXT NOT NULL,
+    workload TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    vcpus INTEGER NOT NULL,
+    ram_gib REAL NOT NULL,
+    disk_class TEXT NOT NULL,
+    status TEXT NOT NULL,
+    throughput REAL NOT NULL,
+    unit TEXT NOT NULL,
+    spread REAL NOT NULL,
+    bottleneck TEXT NOT NULL,
+    enforced TEXT NOT NULL,
+    result TEXT NOT NULL,
+    started REAL NOT NULL,
+    finished REAL NOT NULL,
+    UNIQUE (sweep_id, key)
+);
+CREATE TABLE samples (
+    point_id INTEGER NOT NULL REFERENCES points(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    samples REAL NOT NULL,
+    warmup INTEGER NOT NULL,
+    PRIMARY KEY (point_id, idx)
+);
+CREATE INDEX points_workload ON points(workload);
+"""
+
+_STEPS_TABLE = """
+CREATE TABLE steps (
+    point_id INTEGER PRIMARY KEY REFERENCES points(id) ON DELETE CASCADE,
+    count INTEGER NOT NULL,
+    data BLOB NOT NULL
+)
+"""
+
+
+# ---------------------------------------------------------------- a point's steps and result
+def pack_steps(steps: Sequence[Sequence[float]]) -> bytes:
+    """Rows [seconds, samples, warmup] as one compressed blob (little-endian float32 columns)."""
+    seconds = array("f", (float(row[0]) for row in steps))
+    samples = array("f", (float(row[1]) for row in steps))
+    warmup = bytes(1 if len(row) > 2 and row[2] else 0 for row in steps)
+    if sys.byteorder == "big":
+        seconds.byteswap()
+        samples.byteswap()
+    return zlib.compress(seconds.tobytes() + samples.tobytes() + warmup, 9)
+
+
+def unpack_steps(blob: bytes | None, count: int) -> list[list[float]]:
+    """The rows `pack_steps` packed. Seconds come back at float32's 7 significant digits, so a
+    step written as 0.1 reads 0.1; samples (whole counts below 2**24) come back exact."""
+    if not blob or not count:
+        return []
+    raw = zlib.decompress(blob)
+    seconds, samples = array("f"), array("f")
+    seconds.frombytes(raw[: 4 * count])
+    samples.frombytes(raw[4 * count : 8 * count])
+    if sys.byteorder == "big":
+        seconds.byteswap()
+        samples.byteswap()
+    warmup = raw[8 * count :]
+    return [[float(f"{s:.7g}"), float(n), float(w)] for s, n, w in zip(seconds, samples, warmup)]
+
+
+def result_json(result: Result) -> str:
+    """A result as the points table keeps it: without its steps and method (stored apart)."""
+    fields = dataclasses.asdict(result)
+    del fields["steps"], fields["method"]
+    return json.dumps(fields, sort_keys=True)
+
+
+def insert_steps(conn: sqlite3.Connection, point_id: int, steps: Sequence[Sequence[float]]) -> None:
+    conn.execute("INSERT INTO steps(point_id, count, data) VALUES(?,?,?)", (point_id, len(steps), pack_steps(steps)))
+
+
+# ---------------------------------------------------------------- migrations
+def _create_v1(conn: sqlite3.Connection) -> None:
+    for statement in _split_sql(_V1_TABLES):
+        conn.execute(statement)
+
+
+def _v1_to_v2(conn: sqlite3.Connection) -> None:
+    """Each point gets its method (`sizer.method.stored_method`), its figure re-derived from its
+    steps as far toward the current method as they allow, and its steps moved to the `steps` table;
+    the per-step `samples` table goes. The steps in a point's result are the ones its figure was
+    derived from (a re-derivation could re-mark their warm-up), so they win over the table's."""
+    conn.execute("ALTER TABLE points ADD COLUMN method INTEGER NOT NULL DEFAULT 0")
+    conn.execute(_STEPS_TABLE)
+    settings = {
+        sweep_id: SweepSettings(time_budget_s=json.loads(config).get("time_budget_s"))
+        for sweep_id, config in conn.execute("SELECT id, config FROM sweeps")
+    }
+    for point_id, sweep_id, raw in conn.execute("SELECT id, sweep_id, result FROM points ORDER BY id").fetchall():
+        result = Result.from_json(raw)
+        if not result.steps:
+            result.steps = [list(row) for row in conn.execute(
+                "SELECT seconds, samples, warmup FROM samples WHERE point_id=? ORDER BY idx", (point_id,))]
+        result, method = bring_to_current(result, stored_method(result), settings.get(sweep_id, SweepSettings()))
+        result.method = method
+        conn.execute(
+            "UPDATE points SET throughput=?, spread=?, status=?, method=?, result=? WHERE id=?",
+            (result.throughput, result.spread, result.status, result.method, result_json(result), point_id),
+        )
+        insert_steps(conn, point_id, result.steps)
+    conn.execute("DROP TABLE samples")
+
+
+# MIGRATIONS[v] brings a store from schema v to v + 1, inside the caller's transaction. Version 0
+# is an empty file.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _create_v1, 1: _v1_to_v2}
+
+
+def _split_sql(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+

@@ -1,0 +1,64 @@
+"""Sweeps: plan workloads x shapes, check everything, then measure point by point under real limits.
+
+Order of work (nothing is measured before every input is known good):
+  1. plan and validate (`plan`): workloads, profiles, shapes against the host, disk classes, data
+     path, worker interpreters (a SizerError, exit 2, names the first problem);
+  2. take the per-host lock; remove limit groups left by a killed sweep (`execute`);
+  3. probe the host, open the store, start (or resume) the sweep;
+  4. prepare datasets once (`data`); calibrate one vCPU (cpu-calibrate) once per host (`calibration`);
+  5. for each point (`measure`): evict the dataset's pages, create the shape's limit group, run a
+     fresh worker in it, remove the group, commit the point at once; with `--refine N`, once the
+     passes are stored, fit each workload and measure once more its N shapes the model predicts
+     worst (`refine`);
+  6. write report.html, results.json and points.csv (`outputs`).
+Ctrl-C or SIGTERM stop after removing the group in use (`signals`); committed points stay and
+`--resume` continues with the rest.
+"""
+
+from sizer.sweep.calibration import calibrate
+from sizer.sweep.data import Dataset, dataset_dir, prepare_datasets
+from sizer.sweep.execute import check_same_host, run_single, run_sweep
+from sizer.sweep.measure import keep_steadier, limit_request, measure_point, wants_repeat
+from sizer.sweep.outputs import dry_run_summary
+from sizer.sweep.plan import (
+    CALIBRATION_WORKLOAD,
+    DEFAULT_OUT,
+    STORE_NAME,
+    SweepOptions,
+    SweepPlan,
+    default_data_dir,
+    parse_workload_entry,
+    plan_sweep,
+)
+from sizer.sweep.progress import SweepProgress, format_duration
+from sizer.sweep.refine import refine_points
+from sizer.sweep.signals import SweepTerminated, check_stop, stop_on_signals
+
+__all__ = [
+    "CALIBRATION_WORKLOAD",
+    "DEFAULT_OUT",
+    "STORE_NAME",
+    "Dataset",
+    "SweepOptions",
+    "SweepPlan",
+    "SweepProgress",
+    "SweepTerminated",
+    "calibrate",
+    "check_same_host",
+    "check_stop",
+    "dataset_dir",
+    "default_data_dir",
+    "dry_run_summary",
+    "format_duration",
+    "keep_steadier",
+    "limit_request",
+    "measure_point",
+    "parse_workload_entry",
+    "plan_sweep",
+    "prepare_datasets",
+    "refine_points",
+    "run_single",
+    "run_sweep",
+    "stop_on_signals",
+    "wants_repeat",
+]

@@ -1,0 +1,84 @@
+"""A sweep's calibration: one vCPU's decode-and-augment rate (and each vCPU's with the plan's largest
+vCPU count decoding at once), so a sweep on this CPU model can be scaled to another. Measured once
+per host and CPU work, then reused by later sweeps of that host."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sizer.points import USABLE_STATUSES
+from sizer.shapes import InstanceShape, PlannedPoint
+from sizer.sweep.data import Dataset
+from sizer.sweep.measure import measure_point
+from sizer.sweep.plan import CALIBRATION_BUDGET_S, CALIBRATION_WORKLOAD, SweepPlan
+from sizer.units import GIB
+
+
+def calibrate(plan: SweepPlan, datasets: dict[str, Dataset]) -> dict[str, Any]:
+    """One vCPU's decode-and-augment rate, so a sweep on this CPU model can be scaled to another."""
+    cls = plan.classes.get(CALIBRATION_WORKLOAD)
+    if cls is None:
+        return {"status": "skipped", "reason": f"workload {CALIBRATION_WORKLOAD} is not installed"}
+    disk = "local-nvme" if "local-nvme" in plan.disk_table else next(iter(plan.disk_table))
+    shape = InstanceShape(1, plan.host_ram / GIB, disk)
+    point = PlannedPoint(CALIBRATION_WORKLOAD, plan.profile, shape)
+    run = measure_point(plan, point, datasets, memory_limit=False, time_budget_s=CALIBRATION_BUDGET_S.get(plan.profile, 10.0))
+    r = run.result
+    calibration = {
+        "workload": CALIBRATION_WORKLOAD,
+        "status": r.status,
+        "unit": r.unit,
+        "throughput": r.throughput,
+        "spread": r.spread,
+        "vcpus": 1,
+        "cpus": r.extra.get("cpus"),
+        "wall_s": round(run.wall_s, 3),
+        "error": r.error,
+        "method": r.extra.get("method", ""),
+    }
+    if r.status in USABLE_STATUSES and r.throughput > 0:
+        calibration["ips_per_vcpu"] = r.throughput
+        busy = _largest_vcpus(plan)
+        if busy > 1:
+            calibration.update(_loaded_calibration(plan, datasets, shape, busy))
+    return calibration
+
+
+def _largest_vcpus(plan: SweepPlan) -> int:
+    return max((p.shape.vcpus for p in plan.points), default=1)
+
+
+def _loaded_calibration(plan: SweepPlan, datasets: dict[str, Dataset], alone: InstanceShape, vcpus: int) -> dict[str, Any]:
+    """The same rate with the plan's largest vCPU count all decoding at once (see cpu-calibrate):
+    what each vCPU of a loader with one worker per vCPU can give."""
+    shape = InstanceShape(vcpus, alone.ram_gib, alone.disk_class)
+    point = PlannedPoint(CALIBRATION_WORKLOAD, plan.profile, shape, {"parallel": vcpus})
+    run = measure_point(plan, point, datasets, memory_limit=False, time_budget_s=CALIBRATION_BUDGET_S.get(plan.profile, 10.0))
+    loaded = run.result.extra.get("rate_per_vcpu_loaded")
+    if run.result.status not in USABLE_STATUSES or not isinstance(loaded, (int, float)) or loaded <= 0:
+        return {"loaded_status": run.result.status, "loaded_error": run.result.error}
+    return {"ips_per_vcpu_loaded": float(loaded), "loaded_vcpus": int(run.result.extra.get("parallel", vcpus)),
+            "loaded_spread": run.result.spread}
+
+
+def calibration_of_host(store: Any, host_id: int, plan: SweepPlan) -> dict[str, Any] | None:
+    """The newest usable calibration that another sweep of this very host stored, covering this
+    plan's largest vCPU count with its loaded figure: the CPUs have not changed, measuring again
+    costs half a minute per sweep."""
+    busy = _largest_vcpus(plan)
+    cls = plan.classes.get(CALIBRATION_WORKLOAD)
+    if cls is None:
+        return None
+    from workloads.cpu_calibrate import calibration_method
+
+    current_method = calibration_method(cls.defaults.get(plan.profile, {}))
+    for row in reversed(store.sweeps()):
+        cal = row.calibration or {}
+        if row.host_id != host_id or not cal.get("ips_per_vcpu"):
+            continue
+        if cal.get("method", "") != current_method:
+            continue  # measured another per-image work: the figures do not compare
+        if busy > 1 and int(cal.get("loaded_vcpus") or 0) < busy:
+            continue
+        return dict(cal, from_sweep=row.id)
+    return None

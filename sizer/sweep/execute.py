@@ -1,0 +1,308 @@
+"""Running a planned sweep: take the host's lock, open (or resume) the sweep in the store, calibrate,
+prepare the datasets, then measure and commit point by point; and `sizer run`'s single point."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from sizer.errors import SizerError
+from sizer.limits import cleanup_leftovers
+from sizer.lock import HostLock
+from sizer.points import USABLE_STATUSES
+from sizer.runner import PointRun
+from sizer.shapes import PlannedPoint
+from sizer.sweep.calibration import calibrate, calibration_of_host
+from sizer.sweep.data import Dataset, prepare_datasets
+from sizer.sweep.measure import keep_steadier, measure_point, wants_repeat
+from sizer.sweep.outputs import (
+    count_statuses,
+    dry_run_summary,
+    point_summary,
+    stored_point_summary,
+    write_sweep_outputs,
+)
+from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan, load_workload_classes, plan_sweep
+from sizer.sweep.progress import SweepProgress
+from sizer.sweep.refine import refine_points
+from sizer.sweep.signals import check_stop, stop_on_signals
+
+OnPoint = Callable[[dict[str, Any]], None]
+
+
+# ---------------------------------------------------------------- the host
+def host_info(plan: SweepPlan) -> dict[str, Any]:
+    """What the store records of this host: the probe's description, its identity and the limit backend."""
+    try:
+        from sizer.probe import probe_host
+    except ImportError:
+        probe_host = None  # type: ignore[assignment]
+    if probe_host is not None:
+        info = dict(probe_host(str(plan.data_dir)))
+    else:
+        import platform
+        import socket
+
+        info = {"hostname": socket.gethostname(), "kernel": platform.uname().release}
+    cpu, gpu = info.get("cpu"), info.get("gpu")
+    info.setdefault("cpu_model", cpu.get("model", "") if isinstance(cpu, dict) else "")
+    info.setdefault("threads", plan.cpus.threads)
+    info.setdefault("gpus", [d.get("name") for d in gpu.get("devices", [])] if isinstance(gpu, dict) else [])
+    try:
+        info.setdefault("machine_id", Path("/etc/machine-id").read_text().strip() or None)
+    except OSError:
+        info.setdefault("machine_id", None)
+    info["limit_backend"] = plan.backend.name
+    info["limit_backend_info"] = dataclasses.asdict(plan.backend.info())
+    return info
+
+
+def check_same_host(store: Any, sweep_id: int, host_id: int, host: dict[str, Any], path: Path) -> None:
+    """A sweep is one host's: points of two machines (even of one kind: their per-vCPU calibrations
+    differed by up to 50% on one cloud's GPU hosts) do not belong in one fit."""
+    from sizer.store import host_fingerprint
+
+    found = store.sweep_host(sweep_id)
+    if found is None or found[0] == host_id or host_fingerprint(found[1]) == host_fingerprint(host):
+        return
+    then = found[1]
+    raise SizerError(
+        f"sweep {sweep_id} in {path} was measured on host {then.get('hostname')!r} ({then.get('cpu_model')}), "
+        f"this is {host.get('hostname')!r} ({host.get('cpu_model')}): a sweep cannot span two machines; "
+        "run without --resume to start a new sweep in this store, or give another --store"
+    )
+
+
+def past_deadline(max_seconds: float | None, started: float, walls: list[float], estimate: float) -> bool:
+    """Would the next point end past the slice's limit? Its length: the longest point so far in
+    this run, else the plan's estimate."""
+    if max_seconds is None:
+        return False
+    expected = max(walls) if walls else estimate
+    return time.monotonic() - started + expected > max_seconds
+
+
+# ---------------------------------------------------------------- the sweep
+class _SweepRun:
+    """One sweep's measuring in its opened store: the points to measure, the ones stored, the
+    running counts and the summary the sweep hands back."""
+
+    def __init__(self, plan: SweepPlan, opts: SweepOptions, store: Any, summary: dict[str, Any], started: float,
+                 on_point: OnPoint | None):
+        self.plan, self.opts, self.store, self.summary = plan, opts, store, summary
+        self.started = started  # the slice's clock (--max-time)
+        self.on_point = on_point
+        self.host_id = self.sweep_id = 0
+        self.done: set[str] = set()  # keys of the points stored in this sweep
+        self.stored: dict[str, Any] = {}
+        self.todo: list[PlannedPoint] = []
+        self.datasets: dict[str, Dataset] = {}
+        self.bar = SweepProgress(0, 0.0, enabled=False)
+        self.completed = 0
+        self.left = 0  # points past the time limit
+        self.walls: list[float] = []
+
+    def open(self, host: dict[str, Any]) -> None:
+        """Start the sweep, or with --resume take up the newest one of the same plan on this host."""
+        plan, store = self.plan, self.store
+        self.host_id = store.upsert_host(host)
+        sweep_id = store.resumable_sweep(plan.config) if self.opts.resume else None
+        resumed = sweep_id is not None
+        if sweep_id is not None:
+            check_same_host(store, sweep_id, self.host_id, host, plan.store)
+        else:
+            sweep_id = store.start_sweep(self.host_id, self.opts.command, plan.config)
+        self.sweep_id = sweep_id
+        self.done = store.point_keys(sweep_id)
+        self.summary.update({"sweep_id": sweep_id, "store": str(plan.store), "resumed": resumed})
+        if self.opts.resume and not resumed:
+            plan.notes.append("no earlier sweep with this plan in the store: starting a new one")
+        self.todo = [p for p in plan.points if p.key not in self.done]
+        self.summary["skipped"] = len(plan.points) - len(self.todo)
+        self.stored = {row["key"]: row for row in store.point_rows(sweep_id)}
+
+    def _known_calibration(self) -> tuple[dict[str, Any], bool]:
+        """(the sweep's calibration so far, whether it still has to be measured): a resumed sweep's
+        own, else another sweep's of this host."""
+        existing: dict[str, Any] = next((s.calibration for s in self.store.sweeps() if s.id == self.sweep_id), {})
+        if existing or not self.opts.calibrate or CALIBRATION_WORKLOAD not in self.plan.classes:
+            return existing, False
+        reused = calibration_of_host(self.store, self.host_id, self.plan)
+        if not reused:
+            return existing, True
+        self.store.set_calibration(self.sweep_id, reused)
+        self.plan.notes.append(f"calibration taken from sweep {reused['from_sweep']} of this host (same CPUs)")
+        return reused, False
+
+    def prepare(self) -> None:
+        """The datasets the points to measure read, and the calibration, measured where none is known."""
+        plan = self.plan
+        calibration, measure_calibration = self._known_calibration()
+        kinds = list(plan.datasets)
+        if measure_calibration and plan.classes[CALIBRATION_WORKLOAD].dataset:
+            kinds = sorted(set(kinds) | {plan.classes[CALIBRATION_WORKLOAD].dataset})
+        self.datasets = prepare_datasets(plan, kinds) if (self.todo or measure_calibration) else {}
+        self.summary["datasets"] = {k: {"path": str(d.path), "bytes": d.nbytes} for k, d in self.datasets.items()}
+        if measure_calibration:
+            calibration = calibrate(plan, self.datasets)
+            self.store.set_calibration(self.sweep_id, calibration)
+        self.summary["calibration"] = calibration
+
+    def measure_all(self, progress: bool) -> None:
+        """Every point of the plan, then with --refine the shapes its models predict worst."""
+        estimate = self.plan.estimate_point_s(self.todo[0]) if self.todo else 0.0
+        with SweepProgress(len(self.plan.points), estimate, enabled=progress) as self.bar:
+            self.completed = self.summary["skipped"]
+            for point in self.plan.points:
+                self.visit(point)
+            if self.plan.refine and not self.left:
+                self.refine()
+
+    def refine(self) -> None:
+        """`--refine`: measure once more the shapes chosen from the passes' measurements alone, so a
+        resumed sweep chooses the same."""
+        chosen = refine_points(self.plan, self.store.results(self.sweep_id))
+        self.summary["refine"] = [{"key": point.key, "held_out_error": round(err, 4)} for point, err in chosen]
+        todo = [(point, err) for point, err in chosen if point.key not in self.done]
+        self.summary["skipped"] += len(chosen) - len(todo)
+        self.completed += len(chosen) - len(todo)
+        self.bar.grow(len(chosen))
+        if todo:
+            self.bar.note("refine: measuring again " + ", ".join(
+                f"{point.label()} (held out {err:.0%})" for point, err in todo))
+        for point, _ in chosen:
+            self.visit(point)
+
+    def visit(self, point: PlannedPoint) -> None:
+        """Measure one point and commit it, or report it as stored, or count it as left."""
+        if point.key in self.done:
+            self.summary["points"].append(stored_point_summary(point, self.stored.get(point.key)))
+            return
+        check_stop()
+        if self.left or past_deadline(self.opts.max_seconds, self.started, self.walls, self.plan.estimate_point_s(point)):
+            self.left += 1
+            return
+        self.bar.start(self.completed + 1, point.label(), self.completed)
+        t0 = time.monotonic()
+        run = self._measure_steadily(point, t0)
+        self.store.add_point(self.sweep_id, point.key, point.shape.as_dict(), run.result, run.enforced, run.started)
+        self.completed += 1
+        elapsed = time.monotonic() - t0
+        self.walls.append(elapsed)
+        self.bar.finish(self.completed, elapsed)
+        row = point_summary(point, run.result, run.wall_s, skipped=False)
+        self.summary["points"].append(row)
+        if self.on_point is not None:
+            self.on_point(row)
+        if run.result.status not in USABLE_STATUSES:
+            self.bar.note(f"[yellow]{point.label()}: {run.result.status}[/] {row['error']}")
+
+    def _measure_steadily(self, point: PlannedPoint, t0: float) -> PointRun:
+        """One measurement, and with --repeat-noisy a second one where the first's windows spread
+        too far and the slice has time for it."""
+        run = measure_point(self.plan, point, self.datasets)
+        if (wants_repeat(run.result, self.opts.repeat_spread)
+                and not past_deadline(self.opts.max_seconds, self.started, [time.monotonic() - t0], 0.0)):
+            self.bar.note(f"{point.label()}: windows spread {run.result.spread:.0%}, measuring it again")
+            run = keep_steadier(run, measure_point(self.plan, point, self.datasets))
+        return run
+
+    def finish(self) -> None:
+        """Close the sweep (unless a slice left points to go) and write its outputs."""
+        if self.left:
+            self.summary["left"] = self.left
+            self.plan.notes.append(
+                f"stopped at the time limit with {self.left} point(s) to go: the same command with --resume goes on")
+        else:
+            self.store.finish_sweep(self.sweep_id)
+        try:
+            self.summary["outputs"] = write_sweep_outputs(self.store, self.sweep_id, self.opts) if self.opts.report else {}
+        except ImportError as exc:  # the report's own dependencies missing: the points are stored anyway
+            self.summary["outputs"] = {}
+            self.plan.notes.append(f"no report written ({exc}); `sizer report --store {self.plan.store}` makes it later")
+
+
+def _add_calibration_workload(plan: SweepPlan, opts: SweepOptions) -> None:
+    if opts.calibrate and CALIBRATION_WORKLOAD not in plan.classes:
+        try:
+            plan.classes.update(load_workload_classes([CALIBRATION_WORKLOAD]))
+        except SizerError:
+            plan.notes.append(f"no {CALIBRATION_WORKLOAD} workload installed: this sweep has no calibration")
+
+
+def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | None = None) -> dict[str, Any]:
+    """Plan, check, then measure every point not yet stored; returns a summary (JSON-friendly)."""
+    from sizer.store import Store
+
+    plan = plan_sweep(opts)
+    if opts.dry_run:
+        return dry_run_summary(plan, opts)
+    _add_calibration_workload(plan, opts)
+    summary: dict[str, Any] = {"profile": plan.profile, "points": [], "notes": plan.notes}
+    started = time.monotonic()
+    with HostLock(opts.lock_path), stop_on_signals():
+        summary["leftovers_removed"] = cleanup_leftovers()
+        plan.data_dir.mkdir(parents=True, exist_ok=True)
+        host = host_info(plan)
+        with Store(plan.store) as store:
+            sweep = _SweepRun(plan, opts, store, summary, started, on_point)
+            sweep.open(host)
+            sweep.prepare()
+            sweep.measure_all(progress)
+            sweep.finish()
+    summary["statuses"] = count_statuses(summary["points"])
+    return summary
+
+
+# ---------------------------------------------------------------- one point on its own
+def run_single(
+    workload: str,
+    vcpus: int,
+    ram_bytes: int,
+    disk: str,
+    *,
+    profile: str = "auto",
+    data_dir: Path | None = None,
+    config: dict[str, Any] | None = None,
+    disk_classes_file: str | None = None,
+    time_budget_s: float | None = None,
+    limits: str | None = None,
+    lock_path: Path | None = None,
+    cpu_quota: bool = False,
+) -> dict[str, Any]:
+    """`sizer run`: one point, measured like a sweep's (cold dataset, fresh worker, real limits)."""
+    opts = SweepOptions(
+        workloads=[workload], vcpus=[vcpus], ram_bytes=[ram_bytes], disks=[disk], profile=profile,
+        data_dir=data_dir, config=dict(config or {}), disk_classes_file=disk_classes_file,
+        time_budget_s=time_budget_s, ceiling=False, limits=limits, lock_path=lock_path, out_dir=None,
+        cpu_quota=cpu_quota,
+    )
+    plan = plan_sweep(opts)
+    point = plan.points[0]
+    with HostLock(lock_path), stop_on_signals():
+        removed = cleanup_leftovers()
+        datasets = prepare_datasets(plan)
+        run = measure_point(plan, point, datasets)
+    r = run.result
+    return {
+        "key": point.key,
+        "workload": workload,
+        **point.shape.as_dict(),
+        "profile": plan.profile,
+        "status": r.status,
+        "throughput": r.throughput,
+        "unit": r.unit,
+        "spread": r.spread,
+        "window_rates": r.window_rates,
+        "bottleneck": r.bottleneck,
+        "error": r.error,
+        "wall_s": round(run.wall_s, 3),
+        "cpus": r.extra.get("cpus"),
+        "counters": r.counters,
+        "limits_seen": r.limits_seen,
+        "enforced": run.enforced,
+        "leftovers_removed": removed,
+        "result": dataclasses.asdict(r),
+    }

@@ -1,0 +1,117 @@
+"""Measuring one point of a sweep: evict its dataset, create its shape's limit group, run a fresh
+worker in it, remove the group; and measuring a noisy point once more, keeping the steadier."""
+
+from __future__ import annotations
+
+from sizer import cache
+from sizer.errors import SizerError
+from sizer.limits import DiskThrottle, LimitRequest
+from sizer.points import USABLE_STATUSES
+from sizer.runner import PointRun, run_point
+from sizer.shapes import InstanceShape, PlannedPoint, select_cpus
+from sizer.sweep.data import Dataset
+from sizer.sweep.plan import SweepPlan
+from sizer.sweep.signals import STOP
+from sizer.units import GIB
+from workloads.protocol import Result, Spec
+
+# A worker does not know the disk cap: reading at this share of it or more, the point is disk-bound.
+DISK_BOUND_SHARE = 0.8
+
+
+def limit_request(plan: SweepPlan, shape: InstanceShape, label: str, memory: bool = True) -> LimitRequest:
+    disk = plan.disk_table[shape.disk_class]
+    throttle = None
+    if plan.device is not None:
+        # Unthrottled classes still name the device, so bytes read from it are counted.
+        throttle = DiskThrottle(
+            device=plan.device,
+            read_bps=disk.read_bps,
+            write_bps=disk.write_bps,
+            read_iops=disk.read_iops,
+            write_iops=disk.write_iops,
+        )
+    return LimitRequest(
+        cpus=select_cpus(shape.vcpus, plan.cpus),
+        memory_bytes=shape.ram_bytes if memory else None,
+        throttle=throttle,
+        label=label,
+        cpu_quota=plan.cpu_quota,
+    )
+
+
+def measure_point(
+    plan: SweepPlan,
+    point: PlannedPoint,
+    datasets: dict[str, Dataset],
+    *,
+    memory_limit: bool = True,
+    time_budget_s: float | None = None,
+) -> PointRun:
+    """Evict the dataset, create the shape's group, run a fresh worker in it, remove the group."""
+    cls = plan.classes[point.workload]
+    dataset = datasets.get(cls.dataset) if cls.dataset else None
+    evicted = cache.evict(dataset.path) if dataset is not None else None
+    request = limit_request(plan, point.shape, f"{point.workload}-{point.shape.key}", memory=memory_limit)
+    spec = Spec(
+        workload=point.workload,
+        profile=point.profile,
+        vcpus=point.shape.vcpus,
+        data_dir=str(dataset.path if dataset is not None else plan.data_dir),
+        config=dict(point.config),
+        seed=0,
+        time_budget_s=float(time_budget_s or plan.time_budget_s),
+    )
+    try:
+        group = plan.backend.create(request)
+    except OSError as exc:
+        raise SizerError(f"cannot create the limit group for {point.label()}: {exc}") from None
+    with group:
+        run = run_point(spec, group, interpreter=cls.interpreter, unit=cls.unit, framework=cls.framework,
+                        should_stop=STOP.is_set)
+    result = run.result
+    if not result.config:
+        # A worker killed before it answered (oom, timeout) reports no settings: the planned ones
+        # keep the point in its workload variant (e.g. decode=gpu) for the fit and the report.
+        result.config = {**cls.defaults.get(point.profile, {}), **point.config}
+    result.extra.setdefault("shape", point.shape.as_dict())
+    result.extra["cpus"] = list(request.cpus)
+    if point.pass_no > 1:
+        result.extra["pass"] = point.pass_no
+    if dataset is not None:
+        result.extra["evicted"] = evicted
+        result.extra.setdefault("dataset_bytes", dataset.nbytes)
+        result.extra.setdefault("dataset_gib", dataset.nbytes / GIB)
+    _mark_disk_bound(plan, point, result)
+    return run
+
+
+def _mark_disk_bound(plan: SweepPlan, point: PlannedPoint, result: Result) -> None:
+    disk = plan.disk_table[point.shape.disk_class]
+    seconds = result.counters.get("measured_seconds") or 0.0
+    read_bytes = result.counters.get("read_bytes") or 0.0
+    if (disk.read_bps and seconds and result.status in USABLE_STATUSES
+            and read_bytes / seconds >= DISK_BOUND_SHARE * disk.read_bps):
+        result.bottleneck = "disk"
+
+
+def wants_repeat(result: Result, spread: float | None) -> bool:
+    """A measured point whose windows spread by more than `spread` is measured once more."""
+    return spread is not None and result.status in USABLE_STATUSES and result.spread > spread
+
+
+def keep_steadier(first: PointRun, second: PointRun) -> PointRun:
+    """Of two measurements of one point, the one whose windows agree better (a failed second one
+    never replaces a measured first); the other's figures go with it under `extra["repeat"]`, so
+    nothing measured is dropped unseen. The kept one carries the start of the first, so the point's
+    stored time covers both."""
+    second_better = second.result.status in USABLE_STATUSES and (
+        first.result.status not in USABLE_STATUSES or second.result.spread < first.result.spread)
+    kept, other = (second, first) if second_better else (first, second)
+    kept.result.extra["repeat"] = {
+        "kept": "second" if second_better else "first",
+        "other": {"status": other.result.status, "throughput": other.result.throughput,
+                  "spread": other.result.spread, "window_rates": other.result.window_rates},
+    }
+    kept.started = min(first.started, second.started)
+    return kept

@@ -1,0 +1,92 @@
+"""What a sweep hands back: a JSON-friendly row per point, the dry run's plan, and the files a
+finished sweep writes (report.html, results.json, points.csv)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any
+
+from sizer.shapes import PlannedPoint
+from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan
+from workloads.protocol import Result
+
+
+def _point_identity(point: PlannedPoint) -> dict[str, Any]:
+    return {"key": point.key, "workload": point.workload, **point.shape.as_dict(), "ceiling": point.ceiling,
+            "pass": point.pass_no}
+
+
+def stored_point_summary(point: PlannedPoint, row: Any) -> dict[str, Any]:
+    """The row of a point a resumed sweep found stored."""
+    return {
+        **_point_identity(point),
+        "status": row["status"],
+        "throughput": row["throughput"],
+        "unit": row["unit"],
+        "spread": row["spread"],
+        "bottleneck": row["bottleneck"],
+        "stored": True,
+        "wall_s": round(row["finished"] - row["started"], 2),
+    }
+
+
+def point_summary(point: PlannedPoint, result: Result, wall_s: float | None, skipped: bool = False) -> dict[str, Any]:
+    """The row of a point measured now."""
+    return {
+        **_point_identity(point),
+        "stored": skipped,
+        "status": result.status,
+        "throughput": result.throughput,
+        "unit": result.unit,
+        "spread": result.spread,
+        "bottleneck": result.bottleneck,
+        "wall_s": round(wall_s or 0.0, 2),
+        "cpu_seconds": result.counters.get("cgroup_cpu_seconds"),
+        "read_bytes": result.counters.get("cgroup_read_bytes"),
+        "memory_peak_bytes": result.counters.get("cgroup_memory_peak_bytes"),
+        "error": result.error.splitlines()[0] if result.error else "",
+    }
+
+
+def count_statuses(rows: list[dict[str, Any]]) -> dict[str, int]:
+    return dict(Counter(r["status"] for r in rows))
+
+
+def dry_run_summary(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any]:
+    return {
+        "dry_run": True,
+        "profile": plan.profile,
+        "points": [
+            {**_point_identity(p),
+             "settings": "" if p.ceiling else ", ".join(f"{k}={v}" for k, v in sorted(p.config.items())),
+             "estimated_s": round(plan.estimate_point_s(p), 1)}
+            for p in plan.points
+        ],
+        "calibration": opts.calibrate and CALIBRATION_WORKLOAD in plan.classes,
+        "estimated_seconds": round(plan.estimate_s(opts.calibrate), 1),
+        "estimate_note": "measuring only; generating missing datasets comes on top",
+        "refine": {"shapes_per_workload": plan.refine, "at_most": plan.refine_count()} if plan.refine else None,
+        "data_dir": str(plan.data_dir),
+        "device": plan.device,
+        "store": str(plan.store),
+        "limit_backend": dataclasses.asdict(plan.backend.info()),
+        "time_budget_s": plan.time_budget_s,
+        "notes": plan.notes,
+    }
+
+
+def write_sweep_outputs(store: Any, sweep_id: int, opts: SweepOptions) -> dict[str, str]:
+    """report.html, results.json and points.csv of this sweep, where the report module exists."""
+    if opts.out_dir is None:
+        return {}
+    try:
+        from sizer.report import inputs_from_store, write_outputs
+    except ImportError:
+        return {}
+    inputs = inputs_from_store(store, sweep_id)
+    if not inputs["points"]:
+        return {}
+    paths = write_outputs(inputs["points"], opts.out_dir, sweeps=inputs["sweeps"], gpu=opts.gpu, command=opts.command,
+                          enforcement=inputs["enforcement"])
+    return {name: str(path) for name, path in (paths or {}).items()}
