@@ -35,7 +35,9 @@ DISKS=${DISKS:-local-nvme,ssd,standard}
 RAM=${RAM:-8G,32G}
 REPEAT=${REPEAT-0.2}
 # Passes measure every shape again anyway; repeats on top cost the time the last pass needs.
-case " ${SWEEP_ARGS:-} " in *" --passes "*) REPEAT= ;; esac
+# Without --passes, one pass: sizer's own default would choose two on a VM.
+PASSES="--passes 1"
+case " ${SWEEP_ARGS:-} " in *" --passes "*) REPEAT= ; PASSES= ;; esac
 if [ $# -gt 0 ]; then ENTRIES=("$@"); else
   ENTRIES=(resnet50-train resnet50-train:decode=gpu resnet50-infer:split=train imagenet-preprocess ptb-lstm-train)
 fi
@@ -56,7 +58,7 @@ log=$OUT/gpu_sweep.log
     echo "== $entry: up to ${left}s"
     timeout -s INT -k 60 $(( left + 120 )) sizer sweep --workloads "$entry" --vcpus "$VCPUS" --disks "$DISKS" \
       --ram "$RAM" --data "$DATA" --store "$STORE" --out "$RUNS/$name" --resume --max-time "${left}s" \
-      ${GPU:+--gpu "$GPU"} ${REPEAT:+--repeat-noisy "$REPEAT"} ${SWEEP_ARGS:-} --json > "$RUNS/$name.json"
+      ${GPU:+--gpu "$GPU"} ${REPEAT:+--repeat-noisy "$REPEAT"} $PASSES ${SWEEP_ARGS:-} --json > "$RUNS/$name.json"
     rc=$?
     python3 - "$RUNS/$name.json" <<'EOF'
 import json, sys

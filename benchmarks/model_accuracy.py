@@ -36,8 +36,14 @@ predicts worst would have given (a shape whose passes both ran fast, by amounts 
 tie-break's spread, is singled out by its error, not by its spread; one fast by the same amount
 twice stays so, since the median of three keeps two agreeing figures).
 
+--hold vcpus prints, per workload and held-out vCPU level, the largest error of the shapes at that
+level when the model is fitted without the level, and how many of them lie inside the model's range
+at their shape (what the report's points table gives, at --confidence, default 0.9): whether the
+range the report would give at a vCPU count nobody measured holds what was then measured there.
+
 Usage: .venv/bin/python benchmarks/model_accuracy.py (--store results/sizer.db | --input points.csv)
-       [--host-speed | --cpu-cost] [--passes K [--tiebreak SPREAD | --refine N]] [--json]
+       [--host-speed | --cpu-cost] [--passes K [--tiebreak SPREAD | --refine N]]
+       [--hold vcpus [--confidence C]] [--json]
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from sizer.model import (  # noqa: E402
     fit_group, group_points, held_out_errors, scale_busy_points, shape_of, take_out_cpu_cost, worst_predicted,
 )
 from sizer.points import Point, combine_passes  # noqa: E402
+from sizer.variants import SYNTHETIC_INPUT  # noqa: E402
 
 
 def _errors(name: str, points: list[Point], hold, table) -> list[float]:
@@ -84,6 +91,51 @@ def evaluate(points: list[Point]) -> list[dict]:
                 "max_ape": max(errs) if errs else None,
             })
     return rows
+
+
+def held_out_levels(points: list[Point], confidence: float = 0.9) -> list[dict]:
+    """Per workload and vCPU level: the level's shapes held out (synthetic-input points stay), the
+    rest fitted; each held-out shape's error and whether the model's range at `confidence` at that
+    shape holds its measurement (shapes at their median, as the model fits them)."""
+    from sizer.model.uncertainty import fit_draws, model_range
+
+    table = load_disk_classes()
+    rows = []
+    for name, group in sorted(group_points(points).items()):
+        real = [p for p in group if p.usable and p.input != SYNTHETIC_INPUT]
+        for level in sorted({p.vcpus for p in real}):
+            train = [p for p in group if p.usable and (p.input == SYNTHETIC_INPUT or p.vcpus != level)]
+            fit = fit_group(name, train, table, loo=False) if sum(p.vcpus != level for p in real) >= 2 else None
+            if fit is None:
+                continue
+            draws = fit_draws(fit)
+            errors, inside = [], 0
+            for p in (p for p in real if p.vcpus == level):
+                predicted = fit.predict_measured(p)
+                low, high = model_range(draws, predicted, confidence)
+                errors.append(abs(predicted.throughput - p.throughput) / p.throughput)
+                inside += low <= p.throughput <= high
+            rows.append({"workload": name, "vcpus": level, "n": len(errors), "max_ape": max(errors),
+                         "inside": inside, "confidence": confidence})
+    return rows
+
+
+# A held-out level passes when its largest error is at most this, or the range holds every shape of it.
+LEVEL_MAX_APE = 0.15
+
+
+def print_levels(rows: list[dict]) -> None:
+    width = max([len(r["workload"]) for r in rows] + [8])
+    print(f"{'workload':<{width}}  {'vCPUs out':>9}  {'n':>3}  {'max':>7}  {'in range':>8}  verdict")
+    for r in rows:
+        ok = r["max_ape"] <= LEVEL_MAX_APE or r["inside"] == r["n"]
+        print(f"{r['workload']:<{width}}  {r['vcpus']:>9}  {r['n']:>3}  {r['max_ape']:>7.1%}  "
+              f"{r['inside']:>4}/{r['n']:<3}  {'ok' if ok else 'MISS'}")
+    for name in sorted({r["workload"] for r in rows}):
+        mine = [r for r in rows if r["workload"] == name]
+        inside, total = sum(r["inside"] for r in mine), sum(r["n"] for r in mine)
+        print(f"{name}: max {max(r['max_ape'] for r in mine):.1%} over {len(mine)} held-out levels; "
+              f"{inside} of {total} held-out shapes inside the {mine[0]['confidence']:g} range")
 
 
 def first_passes(points: list[Point], k: int) -> list[Point]:
@@ -162,8 +214,14 @@ def main(argv: list[str] | None = None) -> int:
                        help="with --passes K: add pass K+1 only where a shape's first K figures differ by more than SPREAD")
     again.add_argument("--refine", type=int, metavar="N",
                        help="with --passes K: add pass K+1 only for each workload's N shapes with the largest held-out error")
+    parser.add_argument("--hold", choices=("vcpus",),
+                        help="vcpus: per held-out vCPU level, the error and whether the model's range holds it")
+    parser.add_argument("--confidence", type=float, default=0.9, help="level of the range (--hold vcpus)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if not 0 < args.confidence < 1:
+        print("model_accuracy: error: --confidence must be a fraction between 0 and 1", file=sys.stderr)
+        return 2
     if args.tiebreak is not None and args.passes is None:
         print("model_accuracy: error: --tiebreak needs --passes K (the passes the tie-break follows)", file=sys.stderr)
         return 2
@@ -188,10 +246,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cpu cost: {n} busy point(s) scaled by their window's CPU time per sample", file=sys.stderr)
         # One point per shape: a shape measured in several passes is held out and compared at its
         # median, as the model fits it (after any correction of each measurement).
-        rows = evaluate(combine_passes(points))
+        if args.hold:
+            levels = held_out_levels(combine_passes(points), args.confidence)
+        else:
+            rows = evaluate(combine_passes(points))
     except SizerError as exc:
         print(f"model_accuracy: error: {exc}", file=sys.stderr)
         return 2
+    if args.hold:
+        if args.json:
+            print(json.dumps(levels, indent=2))
+        else:
+            print_levels(levels)
+        return 0
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

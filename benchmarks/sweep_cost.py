@@ -20,7 +20,11 @@ warm-up), the drain's median and longest per workload, and how many drains outla
 own limit (workloads.loop.DRAIN_MAX_S: a backlog goes in milliseconds, so a longer drain was taking
 batches at the loader's pace).
 
-Usage: python benchmarks/sweep_cost.py --store gpu-runs/sizer.sqlite [--json] [--gap 180]
+`--sweep ID` counts one sweep of the store. The last line's seconds a measurement (the sweep's wall
+time over its measurements) less the sweep's --budget are what `sizer sweep --dry-run` adds to
+each point's budget (sizer/sweep/defaults.py).
+
+Usage: python benchmarks/sweep_cost.py --store gpu-runs/sizer.sqlite [--sweep ID] [--json] [--gap 180]
 """
 
 from __future__ import annotations
@@ -166,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", type=Path, required=True)
     parser.add_argument("--gap", type=float, default=180.0, help="seconds between points taken as a pause between slices")
+    parser.add_argument("--sweep", type=int, help="count only this sweep of the store")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -173,8 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     except SizerError as exc:
         print(f"sweep_cost: error: {exc}", file=sys.stderr)
         return 2
+    if args.sweep is not None:
+        rows = [r for r in rows if r["sweep"] == args.sweep]
     if not rows:
-        print(f"sweep_cost: error: {args.store} holds no points", file=sys.stderr)
+        print(f"sweep_cost: error: {args.store} holds no points" + (f" of sweep {args.sweep}" if args.sweep else ""),
+              file=sys.stderr)
         return 2
     summary = summarize(rows, args.gap)
     if args.json:
@@ -203,7 +211,8 @@ def print_summary(summary: dict) -> None:
     t = summary["total"]
     print(f"sweep: {t['active_s'] / 60:.1f} min of wall time ({t['points']} points, {t['points_s'] / 60:.1f} min in points,"
           f" {t['outside_points_s'] / 60:.1f} min between them: calibration, datasets, reports); "
-          f"{t['outside_window_share_all']:.0%} of it outside the measured windows")
+          f"{t['outside_window_share_all']:.0%} of it outside the measured windows; "
+          f"{t['active_s'] / t['points']:.1f} s a measurement")
 
 
 def _print_phases(workloads: list[dict], width: int) -> None:

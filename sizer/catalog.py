@@ -17,6 +17,7 @@ import io
 import math
 import re
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Literal, overload
@@ -79,6 +80,10 @@ class InstanceType:
     def priced(self) -> bool:
         return self.price_per_hour is not None
 
+    @property
+    def family(self) -> str:
+        return instance_family(self.instance_type)
+
     def to_json(self) -> dict[str, Any]:
         """Typed values (numbers as numbers, no price as null, disk classes as a list)."""
         return {
@@ -117,6 +122,27 @@ class InstanceType:
 
 def _fmt(x: float) -> str:
     return f"{x:.10g}"
+
+
+def instance_family(instance_type: str) -> str:
+    """An instance type's name without its size: "p5.48xlarge" -> "p5", "a3-highgpu-8g" ->
+    "a3-highgpu", "Standard_NC40ads_H100_v5" -> "Standard_NC_H100_v5", "ecs.gn6i-c4g1.xlarge" ->
+    "ecs.gn6i". A name of no known pattern is its own family."""
+    if instance_type.startswith("Standard_"):  # series letters, vCPUs, feature letters, GPU, version
+        return re.sub(r"^(Standard_[A-Z]+)\d+[a-z]*", r"\1", instance_type)
+    if instance_type.startswith("ecs."):  # family, then CPU-to-GPU ratio and size
+        return instance_type.split("-")[0]
+    sized = re.fullmatch(r"(.+)-\d+g?", instance_type)  # family, then vCPUs or GPUs
+    if sized:
+        return sized.group(1)
+    return instance_type.split(".")[0]  # family.size
+
+
+def whole_cents(price: float) -> int:
+    """A price in whole cents, rounded half up. Prices are compared at this grain: a multi-GPU row
+    whose price divides to a fraction of a cent below a one-GPU row's (21.53307 / 4 against 5.38327)
+    costs the same."""
+    return int(Decimal(repr(price)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP) * 100)
 
 
 # ---------------------------------------------------------------------------- GPU names
@@ -409,6 +435,20 @@ def _gpu_memory_from_info(info: str, count: int) -> float | None:
     return None
 
 
+def _sky_number(raw: dict[str, str], column: str, where: str, default: float | None = None) -> float:
+    """A number of a SkyPilot row; an empty cell is `default` where one is given."""
+    text = _cell(raw, column)
+    if not text and default is not None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise SizerError(f"{where}, column {column!r}: not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise SizerError(f"{where}, column {column!r}: not a finite number: {text!r}")
+    return value
+
+
 def import_skypilot(text: str, name: str, cloud: str | None = None, regions: Iterable[str] | None = None,
                     spot: bool = False, price_date: str | None = None) -> ImportReport:
     """Convert SkyPilot's catalog `vms.csv` (any cloud) to sizer catalog rows.
@@ -442,14 +482,10 @@ def import_skypilot(text: str, name: str, cloud: str | None = None, regions: Ite
 
     def price_of(raw: dict[str, str], i: int) -> float | None:
         col = "SpotPrice" if spot else "Price"
-        text_ = _cell(raw, col)
-        if not text_:
+        if not _cell(raw, col):
             return None
-        try:
-            value = float(text_)
-        except ValueError:
-            raise SizerError(f"{name}: row {i}, column {col!r}: not a number: {text_!r}") from None
-        return value if math.isfinite(value) and value > 0 else None
+        value = _sky_number(raw, col, f"{name}: row {i}")
+        return value if value > 0 else None
 
     hosts: dict[tuple[str, str], tuple[float, float, float | None]] = {}  # (type, region) -> vcpus, mem, price
     accel: dict[tuple[str, int, str], float] = {}  # (gpu, count, region) -> price (GCP accelerator rows)
@@ -466,20 +502,17 @@ def import_skypilot(text: str, name: str, cloud: str | None = None, regions: Ite
         price = price_of(raw, i)
         if not itype:
             if acc:  # a GCP accelerator row
-                count = int(float(_cell(raw, "AcceleratorCount") or 1))
+                count = int(_sky_number(raw, "AcceleratorCount", f"{name}: row {i}", default=1.0))
                 if price is not None:
                     key = (acc, count, region)
                     accel[key] = min(price, accel.get(key, math.inf))
             continue
-        try:
-            vcpus = float(_cell(raw, "vCPUs"))
-            memory = float(_cell(raw, "MemoryGiB"))
-        except ValueError:
-            raise SizerError(f"{name}: row {i}, column 'vCPUs'/'MemoryGiB': not a number") from None
+        vcpus = _sky_number(raw, "vCPUs", f"{name}: row {i}")
+        memory = _sky_number(raw, "MemoryGiB", f"{name}: row {i}")
         if not acc:
             hosts[(itype, region)] = (vcpus, memory, price)
             continue
-        count = int(float(_cell(raw, "AcceleratorCount") or 1))
+        count = int(_sky_number(raw, "AcceleratorCount", f"{name}: row {i}", default=1.0))
         if price is None:
             skip("no price")
             continue

@@ -8,6 +8,7 @@ clouds' published caps); a user file with the same columns overrides or adds cla
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -57,8 +58,9 @@ def _opt(value: str, row: int, column: str, name: str, integer: bool) -> float |
         number = int(value) if integer else float(value)
     except ValueError:
         raise SizerError(f"{name}: row {row}, column {column!r}: not a number: {value!r}") from None
-    if number <= 0:
-        raise SizerError(f"{name}: row {row}, column {column!r}: must be > 0 (leave empty for no cap)")
+    if not (math.isfinite(number) and number > 0):
+        raise SizerError(f"{name}: row {row}, column {column!r}: must be a finite number > 0 (leave empty for no cap), "
+                         f"got {value!r}")
     return number
 
 

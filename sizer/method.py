@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Sequence
 from sizer.points import Point
 from sizer.variants import SYNTHETIC_INPUT
 from workloads import stats
-from workloads.protocol import METHOD_VERSION, NOISY, OK, Result, Spec
+from workloads.protocol import METHOD_VERSION, NOISY, OK, Result
 
 USABLE = (OK, NOISY)
 # The fewest measured steps a window holds, and the sub-windows its spread is judged over
@@ -36,7 +36,6 @@ class SweepSettings:
     """What a re-derivation needs of the sweep a point belongs to."""
 
     time_budget_s: float | None = None
-    spread_target: float = Spec.spread_target  # the default a sweep runs with
 
 
 # ---------------------------------------------------------------- what a stored point holds
@@ -93,8 +92,14 @@ def _with_figure(result: Result, from_method: int, **changes) -> Result:
 
 
 def _status(result: Result, spread: float, settings: SweepSettings) -> str:
-    short = bool((result.extra or {}).get("window_short"))
-    return OK if spread <= settings.spread_target and not short else NOISY
+    return NOISY if stats.is_noisy(spread, bool((result.extra or {}).get("window_short"))) else OK
+
+
+def current_status(status: str, spread: float, result: Result) -> str:
+    """A stored point's status under this sizer's noisy rule (`stats.is_noisy`), judged from its
+    stored spread, so a store measured under an older threshold reads by this one. A point without
+    a figure keeps its status."""
+    return _status(result, spread, SweepSettings()) if status in USABLE else status
 
 
 def to_whole_window(result: Result, settings: SweepSettings) -> Result | None:

@@ -12,11 +12,13 @@ import dataclasses
 import io
 import math
 import statistics
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from sizer.errors import SizerError
+from workloads.protocol import STATUSES, SYNTHETIC_INPUT
 
 REQUIRED_COLUMNS = ("workload", "vcpus", "ram_gib", "disk_class", "throughput", "unit", "status")
 OPTIONAL_COLUMNS = (
@@ -88,6 +90,23 @@ _FLOAT_OPTIONAL = {
 }
 
 
+def unsized_reason(points: Iterable[Point]) -> str | None:
+    """Why one workload's points cannot size it, or None when they can. Sizing needs a usable
+    measurement with real input: a synthetic-input point measures the GPU alone, not what the CPU,
+    the disk and the RAM let through."""
+    points = list(points)
+    real = [p for p in points if p.input != SYNTHETIC_INPUT]
+    if any(p.usable for p in real):
+        return None
+    if not real:
+        return "no measurement with real input (synthetic-input points measure the GPU alone)"
+    failed = Counter(p.status if p.status not in USABLE_STATUSES else "no throughput" for p in real)
+    counts = ", ".join(f"{status}: {n}" for status, n in failed.most_common())
+    ceiling = (", and the synthetic-input ceiling point alone cannot size it"
+               if any(p.usable for p in points if p.input == SYNTHETIC_INPUT) else "")
+    return f"no usable measurement with real input: its {len(real)} real-input point(s) failed ({counts}){ceiling}"
+
+
 def repeat_key(p: Point) -> tuple:
     """What makes two points measurements of one thing: the workload as run, the shape, the GPU and
     the host's CPU calibration (points of two hosts stay apart)."""
@@ -124,71 +143,91 @@ def combine_passes(points: Iterable[Point]) -> list[Point]:
 
 
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+# The units a figure may carry: those sizer's workloads report, and a generic one for figures from elsewhere.
+THROUGHPUT_UNITS = ("images/s", "tokens/s", "samples/s", "iterations/s", "MB/s", "MiB/s")
 
 
-def _flag(text: str, row: int, column: str) -> bool:
+def _flag(text: str, where: str, column: str) -> bool:
     low = text.strip().lower()
     if low in _TRUE or low in _FALSE:
         return low in _TRUE
-    raise SizerError(f"row {row}, column {column!r}: not true or false: {text!r}")
+    raise SizerError(f"{where}, column {column!r}: not true or false: {text!r}")
 
 
-def _number(text: str, row: int, column: str, integer: bool = False) -> float:
+def _number(text: str, where: str, column: str, integer: bool = False) -> float:
     try:
         value = int(text) if integer else float(text)
     except ValueError:
-        raise SizerError(f"row {row}, column {column!r}: not a number: {text!r}") from None
+        raise SizerError(f"{where}, column {column!r}: not a number: {text!r}") from None
     if not math.isfinite(value) or value < 0:
-        raise SizerError(f"row {row}, column {column!r}: must be a finite number >= 0, got {text!r}")
+        raise SizerError(f"{where}, column {column!r}: must be a finite number >= 0, got {text!r}")
     return value
 
 
-def read_points_csv(path: str | Path) -> list[Point]:
-    """Parse a points.csv; a malformed file is refused with one line naming the row and column."""
+def _one_of(text: str, where: str, column: str, allowed: Sequence[str], what: str) -> str:
+    if text not in allowed:
+        raise SizerError(f"{where}, column {column!r}: {text!r} is not {what} (allowed: {', '.join(allowed)})")
+    return text
+
+
+def read_points_csv(path: str | Path, disk_classes: Iterable[str] | None = None) -> list[Point]:
+    """Parse a points.csv; a malformed file is refused with one line naming the file, the row and
+    the column. `disk_classes`: the names in force (default: the built-in table)."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
         raise SizerError(f"cannot read points file {path}: {exc.strerror}") from None
-    return parse_points_csv(text, str(path))
+    return parse_points_csv(text, str(path), disk_classes)
 
 
-def parse_points_csv(text: str, name: str = "points.csv") -> list[Point]:
+def parse_points_csv(text: str, name: str = "points.csv", disk_classes: Iterable[str] | None = None) -> list[Point]:
+    """Points from a points.csv's text. Each row's disk class must be one of `disk_classes` (default:
+    the built-in table), its status one sizer writes and its unit one of THROUGHPUT_UNITS."""
+    if disk_classes is None:
+        from sizer.diskclasses import load_disk_classes
+
+        disk_classes = load_disk_classes()
+    known_disks = sorted(disk_classes)
     reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise SizerError(f"{name}: missing column(s) {', '.join(missing)} (needs {','.join(REQUIRED_COLUMNS)})")
-    points = []
-    for i, raw in enumerate(reader, start=2):  # row 1 is the header
-        if raw.get("workload") in (None, ""):
-            raise SizerError(f"{name}: row {i}, column 'workload': empty")
-        vcpus = int(_number(raw["vcpus"], i, "vcpus", integer=True))
-        if vcpus < 1:
-            raise SizerError(f"{name}: row {i}, column 'vcpus': must be >= 1")
-        kwargs: dict[str, Any] = {
-            "workload": raw["workload"],
-            "vcpus": vcpus,
-            "ram_gib": _number(raw["ram_gib"], i, "ram_gib"),
-            "disk_class": raw["disk_class"] or "local-nvme",
-            "throughput": _number(raw["throughput"] or "0", i, "throughput"),
-            "unit": raw["unit"],
-            "status": raw["status"] or "ok",
-        }
-        for col in OPTIONAL_COLUMNS:
-            value = raw.get(col)
-            if value in (None, ""):
-                continue
-            if col == "reads_once":
-                kwargs[col] = _flag(value, i, col)
-            elif col == "method":
-                kwargs[col] = int(_number(value, i, col, integer=True))
-            else:
-                kwargs[col] = _number(value, i, col) if col in _FLOAT_OPTIONAL else value
-        points.append(Point(**kwargs))
+    # Row 1 is the header.
+    points = [_row_point(raw, f"{name}: row {i}", known_disks) for i, raw in enumerate(reader, start=2)]
     if not points:
         raise SizerError(f"{name}: no points")
     return points
+
+
+def _row_point(raw: dict[str, Any], where: str, known_disks: list[str]) -> Point:
+    if raw.get("workload") in (None, ""):
+        raise SizerError(f"{where}, column 'workload': empty")
+    vcpus = int(_number(raw["vcpus"], where, "vcpus", integer=True))
+    if vcpus < 1:
+        raise SizerError(f"{where}, column 'vcpus': must be >= 1")
+    kwargs: dict[str, Any] = {
+        "workload": raw["workload"],
+        "vcpus": vcpus,
+        "ram_gib": _number(raw["ram_gib"], where, "ram_gib"),
+        "disk_class": _one_of(raw["disk_class"] or "local-nvme", where, "disk_class", known_disks,
+                              "a known disk class (--disk-classes FILE adds one)"),
+        "throughput": _number(raw["throughput"] or "0", where, "throughput"),
+        "unit": _one_of(raw["unit"] or "", where, "unit", THROUGHPUT_UNITS, "a throughput unit"),
+        "status": _one_of(raw["status"] or "ok", where, "status", STATUSES, "a status sizer writes"),
+    }
+    for col in OPTIONAL_COLUMNS:
+        value = raw.get(col)
+        if value in (None, ""):
+            continue
+        if col == "reads_once":
+            kwargs[col] = _flag(value, where, col)
+        elif col == "method":
+            kwargs[col] = int(_number(value, where, col, integer=True))
+        else:
+            kwargs[col] = _number(value, where, col) if col in _FLOAT_OPTIONAL else value
+    return Point(**kwargs)
 
 
 def write_points_csv(points: Iterable[Point], path: str | Path) -> None:

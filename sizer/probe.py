@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,11 @@ from sizer.errors import SizerError
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_BLOCK_BY_DEV = Path("/sys/dev/block")
+DMI = Path("/sys/class/dmi/id")
+CPUINFO = Path("/proc/cpuinfo")
+# Words in the firmware's product name or vendor that only a virtual machine carries.
+_VM_FIRMWARE_WORDS = ("kvm", "qemu", "vmware", "virtualbox", "innotek", "xen", "virtual machine", "bochs",
+                      "bhyve", "parallels", "openstack", "google compute engine", "cloud hypervisor", "amazon ec2")
 MOUNTINFO = Path("/proc/self/mountinfo")
 
 # Drivers through which a hypervisor changes a guest's memory while it runs: MemTotal is then the
@@ -64,12 +71,32 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def _is_virtual_machine() -> bool:
-    text = _read(Path("/proc/cpuinfo")) or ""
-    for line in text.splitlines():
-        if line.startswith("flags") and " hypervisor" in line:
-            return True
-    return False
+def _detect_virt_tool(tool: str) -> str | None:
+    """`systemd-detect-virt --vm`: the hypervisor's name, "none" on bare metal, None if it did not answer."""
+    try:
+        done = subprocess.run([tool, "--vm"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    name = done.stdout.strip()
+    return name if name and done.returncode in (0, 1) else None
+
+
+def hypervisor(tool: str | None = "systemd-detect-virt", dmi: Path = DMI, cpuinfo: Path = CPUINFO) -> str | None:
+    """The hypervisor this host runs under, or None on bare metal. Asked in turn: `systemd-detect-virt
+    --vm` where installed (containers do not count), the firmware's product name and vendor (an
+    EC2 `.metal` product is bare metal), then the CPU's `hypervisor` flag."""
+    found = shutil.which(tool) if tool else None
+    answer = _detect_virt_tool(found) if found else None
+    if answer is not None:
+        return None if answer == "none" else answer
+    product, vendor = (_read(dmi / name) or "" for name in ("product_name", "sys_vendor"))
+    firmware = f"{vendor} {product}".strip()
+    if "metal" not in product.lower() and any(word in firmware.lower() for word in _VM_FIRMWARE_WORDS):
+        return firmware
+    for line in (_read(cpuinfo) or "").splitlines():
+        if line.startswith("flags") and " hypervisor " in f"{line} ":
+            return "hypervisor CPU flag"
+    return None
 
 
 def cpu_info() -> dict[str, Any]:
@@ -101,6 +128,7 @@ def cpu_info() -> dict[str, Any]:
         usable = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = list(online)
+    vm = hypervisor()
     return {
         "model": _cpu_model(),
         "architecture": platform.machine(),
@@ -113,7 +141,8 @@ def cpu_info() -> dict[str, Any]:
         "online": online,
         "usable": usable,  # this process's affinity: what sizer may hand to shapes
         "numa_nodes": len(nodes) or 1,
-        "virtual_machine": _is_virtual_machine(),
+        "virtual_machine": vm is not None,
+        "hypervisor": vm,
     }
 
 

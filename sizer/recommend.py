@@ -3,9 +3,10 @@
 For one fitted workload and one GPU model: predict the throughput of every catalog row of that GPU
 with every disk class it can use, per GPU (a multi-GPU row is sized by its per-GPU share of vCPUs,
 RAM, local NVMe, disk bandwidth and price), keep the options whose prediction is at least
-(1 - tolerance) of the GPU ceiling, and choose the cheapest priced one. Every cheaper row that was
-rejected says what rejected it (cpu, disk, memory, GPU memory), and the choice is compared with the
-largest one-GPU shape of that GPU.
+(1 - tolerance) of the GPU ceiling, and choose the cheapest priced one. Prices per GPU-hour are
+compared in whole cents, so a multi-GPU row whose price divides to a hair below a one-GPU row's ties
+with it, and the tie goes to fewer GPUs. Every cheaper row that was rejected says what rejected it
+(cpu, disk, memory, GPU memory), and the choice is compared with the largest shape of its family.
 
 Pure given its inputs: the fit, the catalog rows, the disk-class table.
 """
@@ -16,10 +17,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from sizer.catalog import LOCAL_NVME, InstanceType, disk_types_for, normalize_gpu
+from sizer.catalog import LOCAL_NVME, InstanceType, disk_types_for, normalize_gpu, whole_cents
 from sizer.diskclasses import DiskClass, load_disk_classes
 from sizer.errors import SizerError
 from sizer.model import Prediction, WorkloadFit, meets_tolerance
+from sizer.model.decision import Judge, ShapeFigure
+from sizer.model.tolerance import DEFAULT_CONFIDENCE, TRUST_FACTOR, check_confidence
 
 
 @dataclass
@@ -38,6 +41,15 @@ class Option:
     share_memory_gib: float = 0.0
     price_per_gpu_hour: float | None = None
     disk_mbps: float | None = None
+    # What the decision rests on (`sizer.model.decision`): the figure's basis, the model's own
+    # prediction, the measured shape used, and the share of the ceiling at both ends of its range.
+    basis: str = "model"
+    model_predicted: float | None = None
+    measured_shape: str = ""
+    measured_disagreement: float | None = None  # the model against the measured shape used (+: above it)
+    share_pessimistic: float | None = None
+    share_optimistic: float | None = None
+    meets_optimistic: bool = False
 
 
 @dataclass
@@ -56,6 +68,10 @@ class Recommendation:
     closest: Option | None = None  # the fastest priced option, when none meets the bound
     notes: list[str] = field(default_factory=list)
     ceiling_name: str = "GPU ceiling"  # WorkloadFit.ceiling_name
+    confidence: float = DEFAULT_CONFIDENCE
+    model_trusted: bool = True  # held-out max error within TRUST_FACTOR tolerances
+    optimistic: Option | None = None  # the pick at the optimistic end, where it differs from `chosen`
+    disagreements: list[dict[str, Any]] = field(default_factory=list)  # model vs measured beyond the tolerance
 
 
 def _fmt(x: float) -> str:
@@ -83,22 +99,36 @@ def recommend(
     job_samples: float | None = None,
     gpu_memory_needed_gib: float | None = None,
     cpu_scale: float = 1.0,
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> Recommendation:
     """Cheapest option within `tolerance` of the ceiling (the GPU's own speed where the job runs
-    one), with the why of every cheaper one.
+    one) at the pessimistic end of its range at `confidence`, with the why of every cheaper one.
 
-    `job_samples` (e.g. 90 epochs x 1.28 M images) adds the time and cost of that job on one GPU.
-    `gpu_memory_needed_gib` (default: the fit's measured GPU memory) excludes GPUs it does not fit.
-    `cpu_scale` scales the CPU term for the target's CPU model (see sizer.model.cpu_scale).
+    Each option's figure is measured where its shape contains a measured one, else the model's
+    (`sizer.model.decision`); a model whose held-out error exceeds twice the tolerance sizes only
+    from measured shapes. `job_samples` (e.g. 90 epochs x 1.28 M images) adds the time and cost of
+    that job on one GPU. `gpu_memory_needed_gib` (default: the fit's measured GPU memory) excludes
+    GPUs it does not fit. `cpu_scale` scales the CPU term for the target's CPU model (see
+    sizer.model.cpu_scale); measured figures, of another CPU model, then do not apply.
     """
     _check_arguments(tolerance, job_samples)
+    check_confidence(confidence)
     want = normalize_gpu(gpu)
     rows = [r for r in catalog if normalize_gpu(r.gpu) == want]
     notes = _fit_notes(fit, want, cpu_scale)
     answer = Recommendation(fit.workload, fit.unit, want, fit.ceiling, tolerance, None, [], [], None,
-                            f"no catalog row has GPU {want}", False, notes=notes, ceiling_name=fit.ceiling_name)
+                            f"no catalog row has GPU {want}", False, notes=notes, ceiling_name=fit.ceiling_name,
+                            confidence=confidence)
     if not rows:
         return answer
+    table = disk_classes if disk_classes is not None else load_disk_classes()
+    judge = Judge.of(fit, table, tolerance, confidence, measurements=cpu_scale == 1.0 and not _restated(fit))
+    answer.model_trusted = judge.trusted
+    if not judge.trusted:
+        notes.append(_untrusted_note(fit, tolerance))
+    if _restated(fit):
+        notes.append("sized for the stated dataset, not the measured one: the model, not the measured figures, "
+                     "decides each option")
     sizing = _Sizing(
         fit=fit,
         table=disk_classes if disk_classes is not None else load_disk_classes(),
@@ -108,17 +138,25 @@ def recommend(
         cpu_scale=cpu_scale,
         dataset_gib=fit.value("dataset_gib", 0.0) or 0.0,
         max_share_ram_gib=max(r.memory_gib / r.gpu_count for r in rows),
+        judge=judge,
     )
     answer.considered = [option for row in rows for option in _row_options(sizing, row)]
     answer.needs_local_nvme = _needs_local_nvme(sizing, answer.considered, rows)
     chosen = _cheapest_meeting(answer.considered, sizing.table)
+    optimistic = _cheapest_meeting(answer.considered, sizing.table, optimistic=True)
+    if optimistic is not None and (chosen is None or (optimistic.instance.key, optimistic.disk_class)
+                                   != (chosen.instance.key, chosen.disk_class)):
+        answer.optimistic = optimistic
     if chosen is None:
         answer.closest, answer.reason = _no_choice(sizing, answer.considered, want)
+        answer.disagreements = _disagreements([answer.closest, answer.optimistic], tolerance)
         return answer
     answer.chosen = chosen
     answer.rejected_cheaper = _rejected_cheaper(answer.considered, chosen, sizing.table)
     answer.reason = _chosen_reason(chosen, fit.ceiling, fit.unit, want, tolerance, answer.rejected_cheaper,
                                    fit.ceiling_name)
+    answer.disagreements = _disagreements([chosen, answer.optimistic, *answer.rejected_cheaper], tolerance)
+    answer.reason += _figure_reason(chosen, confidence)
     beyond = _beyond_measured(sizing, chosen)
     if beyond:
         notes.append(beyond)
@@ -159,6 +197,7 @@ class _Sizing:
     cpu_scale: float
     dataset_gib: float
     max_share_ram_gib: float  # the most RAM per GPU of any row of this GPU
+    judge: Judge | None = None  # the decision's figures; None: the model's prediction alone
 
     def meets(self, throughput: float) -> bool:
         return meets_tolerance(throughput, self.fit.ceiling, self.tolerance)
@@ -218,12 +257,17 @@ def _disk_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: str) -
 def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: str, bw: float | None) -> Option:
     """The option of one row and disk class as the model predicts it (`bw`: the share's read MB/s)."""
     pred = sizing.predict(max(share.vcpus, 1e-9), share.memory_gib, bw)
-    x = pred.throughput
+    figure = None if sizing.judge is None else sizing.judge.figure(pred, share.vcpus, share.memory_gib, disk,
+                                                                    share.gpus)
+    x = pred.throughput if figure is None else figure.rate
     bottleneck = pred.bottleneck
     if bottleneck in ("disk", "memory") and pred.ram_needed_gib is not None and x > 0:
         # More RAM is the lever only where some row of this GPU has that much.
         bottleneck = "memory" if pred.ram_needed_gib <= sizing.max_share_ram_gib else "disk"
-    meets = sizing.meets(x)
+    meets = sizing.meets(x) if figure is None or sizing.judge is None else sizing.judge.meets(figure)
+    if figure is not None and figure.measured is not None and not meets and figure.measured.bottleneck in (
+            "cpu", "disk", "memory") and bottleneck == "gpu":
+        bottleneck = figure.measured.bottleneck  # the measurement saw what the model did not
     cost_per_million = None if share.price is None or x <= 0 else share.price / (x * 3600.0) * 1e6
     hours = cost = None
     if sizing.job_samples and x > 0:
@@ -231,6 +275,8 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
         cost = None if share.price is None else hours * share.price
     option = Option(row, disk, x, bottleneck, meets, cost_per_million, hours, cost, "",
                     share.vcpus, share.memory_gib, share.price, bw)
+    if figure is not None and sizing.judge is not None:
+        _add_figure(option, figure, sizing.judge)
     option.reason = "; ".join(_option_reasons(sizing, option, share, pred.ram_needed_gib))
     return option
 
@@ -242,9 +288,9 @@ def _option_reasons(sizing: _Sizing, option: Option, share: _Share, ram_needed_g
     if x <= 0:
         why.append("the workload's memory footprint does not fit")
     elif option.meets:
-        why.append(f"{x / fit.ceiling:.0%} of the {fit.ceiling_name}")
+        why.append(f"{x / fit.ceiling:.0%} of the {fit.ceiling_name}{_range_text(option)}")
     else:
-        why.append(f"{x / fit.ceiling:.0%} of the {fit.ceiling_name}: {bottleneck}-bound")
+        why.append(f"{x / fit.ceiling:.0%} of the {fit.ceiling_name}{_range_text(option)}: {bottleneck}-bound")
         if bottleneck == "memory" and ram_needed_gib:
             why.append(f"about {ram_needed_gib:.3g} GiB would cache enough of the dataset")
     peak = fit.usl_peak_vcpus()
@@ -259,29 +305,104 @@ def _option_reasons(sizing: _Sizing, option: Option, share: _Share, ram_needed_g
     return why
 
 
-def _cheapest_meeting(considered: list[Option], table: dict[str, DiskClass]) -> Option | None:
-    """The cheapest priced option that meets the bound; among equals: fewer GPUs, the least capable
+def _add_figure(option: Option, figure: ShapeFigure, judge: Judge) -> None:
+    """What the option's figure rests on, and its share of the ceiling at both ends of its range."""
+    option.basis = figure.basis
+    option.model_predicted = figure.model
+    option.share_pessimistic, option.share_optimistic = figure.share_pessimistic, figure.share_optimistic
+    option.meets_optimistic = judge.meets(figure, optimistic=True)
+    if figure.measured is not None and figure.basis != "model above measured floor":
+        option.measured_shape = figure.measured.label
+        option.measured_disagreement = figure.measured.disagreement()
+
+
+def _range_text(option: Option) -> str:
+    low, high = option.share_pessimistic, option.share_optimistic
+    if low is None or high is None or option.predicted <= 0:
+        return ""
+    span = f" ({min(low, high):.0%} to {max(low, high):.0%})" if f"{low:.0%}" != f"{high:.0%}" else ""
+    if option.basis == "not judged":
+        return f"{span}, not judged: no measured shape it contains, and the model is not trusted"
+    return span + (f", measured at {option.measured_shape}" if option.measured_shape else "")
+
+
+def _figure_reason(option: Option, confidence: float) -> str:
+    """The chosen option's range and what its figure rests on, as a clause of the reason."""
+    low, high = option.share_pessimistic, option.share_optimistic
+    if low is None or high is None:
+        return ""
+    basis = {"measured": f"measured at {option.measured_shape}",
+             "measured floor": f"at least as measured at {option.measured_shape}",
+             "model above measured floor": "the model's prediction beyond the measured vCPUs"}.get(option.basis,
+                                                                                                 "the model's prediction")
+    upto = f" (up to {max(low, high):.0%})" if f"{low:.0%}" != f"{high:.0%}" else ""
+    return f"; at {confidence:.0%} confidence at least {min(low, high):.0%} of the ceiling{upto}, {basis}"
+
+
+def _restated(fit: WorkloadFit) -> bool:
+    """Whether the fit predicts a dataset of another size than the one measured (`--dataset-gib`)."""
+    stated, measured = fit.value("dataset_gib"), fit.value("measured_dataset_gib")
+    return bool(stated and measured and abs(stated - measured) > 1e-9 * measured)
+
+
+def _shortfall_text(sizing: _Sizing, option: Option) -> str:
+    """Why an option whose point figure meets the bound was not chosen: its range, or no judgement."""
+    if option.basis == "not judged":
+        return "; it contains no measured shape and the model is not trusted"
+    low = option.share_pessimistic
+    if sizing.judge is None or low is None or option.meets or not sizing.meets(option.predicted):
+        return ""
+    return f"; at {sizing.judge.confidence:.0%} confidence it may reach only {low:.0%}"
+
+
+def _untrusted_note(fit: WorkloadFit, tolerance: float) -> str:
+    return (f"model not trusted: it misses held-out shapes by up to {fit.loo_max_ape or 0:.0%}, more than "
+            f"{TRUST_FACTOR:g} x the {tolerance:.0%} tolerance; only options that contain a measured shape are judged")
+
+
+def _disagreements(options: list[Option | None], tolerance: float) -> list[dict[str, Any]]:
+    """The measured shapes the decision used where the model misses them by more than the tolerance, once each."""
+    out: dict[str, dict[str, Any]] = {}
+    for o in options:
+        if o is None or o.measured_disagreement is None or abs(o.measured_disagreement) <= tolerance:
+            continue
+        out.setdefault(o.measured_shape, {"shape": o.measured_shape, "measured": o.predicted,
+                                          "model": o.predicted * (1 + o.measured_disagreement),
+                                          "difference": o.measured_disagreement})
+    return list(out.values())
+
+
+def _cents(option: Option) -> int:
+    """A priced option's price per GPU-hour in whole cents: the grain at which prices are compared."""
+    return whole_cents(option.price_per_gpu_hour or 0.0)
+
+
+def _cheapest_meeting(considered: list[Option], table: dict[str, DiskClass], optimistic: bool = False) -> Option | None:
+    """The cheapest priced option that meets the bound (at the optimistic end of its range:
+    `optimistic`), by price per GPU-hour in whole cents; among equals: fewer GPUs, the least capable
     disk, the faster, the roomier."""
-    meeting = [o for o in considered if o.meets and o.price_per_gpu_hour is not None]
+    meeting = [o for o in considered if (o.meets_optimistic if optimistic else o.meets)
+               and o.price_per_gpu_hour is not None]
     if not meeting:
         return None
-    return min(meeting, key=lambda o: (o.price_per_gpu_hour, o.instance.gpu_count, _disk_rank(o.disk_class, table),
+    return min(meeting, key=lambda o: (_cents(o), o.instance.gpu_count, _disk_rank(o.disk_class, table),
                                        -o.predicted, -o.share_vcpus, -o.share_memory_gib, o.instance.cloud,
                                        o.instance.instance_type))
 
 
 def _rejected_cheaper(considered: list[Option], chosen: Option, table: dict[str, DiskClass]) -> list[Option]:
     """Every priced row cheaper than the choice: its best disk option, which still falls short."""
-    chosen_price = chosen.price_per_gpu_hour or 0.0
+    chosen_price = _cents(chosen)
     by_row: dict[tuple, Option] = {}
     for o in considered:
-        if o.price_per_gpu_hour is None or o.price_per_gpu_hour >= chosen_price:
+        if o.price_per_gpu_hour is None or _cents(o) >= chosen_price:
             continue
         best = by_row.get(o.instance.key)
-        if best is None or (o.predicted, -_disk_rank(o.disk_class, table)) > (
-                best.predicted, -_disk_rank(best.disk_class, table)):
+        # A judged option (measured, or a trusted model's) speaks for its row before one that is not.
+        if best is None or (o.basis != "not judged", o.predicted, -_disk_rank(o.disk_class, table)) > (
+                best.basis != "not judged", best.predicted, -_disk_rank(best.disk_class, table)):
             by_row[o.instance.key] = o
-    return sorted(by_row.values(), key=lambda o: (o.price_per_gpu_hour, o.instance.instance_type))
+    return sorted(by_row.values(), key=lambda o: (_cents(o), o.instance.instance_type))
 
 
 def _no_choice(sizing: _Sizing, considered: list[Option], gpu: str) -> tuple[Option | None, str]:
@@ -289,12 +410,12 @@ def _no_choice(sizing: _Sizing, considered: list[Option], gpu: str) -> tuple[Opt
     fit = sizing.fit
     priced = [o for o in considered if o.price_per_gpu_hour is not None and o.bottleneck != "gpu-memory"]
     if priced:
-        closest = max(priced, key=lambda o: (round(o.predicted, 6), -(o.price_per_gpu_hour or 0.0)))
+        closest = max(priced, key=lambda o: (round(o.predicted, 6), -_cents(o), -o.instance.gpu_count))
         return closest, (f"no {gpu} instance in the catalog reaches {1 - sizing.tolerance:.0%} of the "
                          f"{fit.ceiling_name} ({_fmt(fit.ceiling)} {fit.unit}); the fastest, "
                          f"{closest.instance.instance_type} with a {closest.disk_class} disk, is predicted at "
                          f"{_fmt(closest.predicted)} {fit.unit} ({closest.predicted / fit.ceiling:.0%}), "
-                         f"bound by {closest.bottleneck}")
+                         f"bound by {closest.bottleneck}{_shortfall_text(sizing, closest)}")
     meeting = [o for o in considered if o.meets]
     if meeting:
         return None, (f"only unpriced {gpu} rows reach the bound (for example {meeting[0].instance.instance_type}): "
@@ -364,35 +485,31 @@ def _chosen_reason(chosen: Option, ceiling, unit, gpu, tolerance, rejected: list
 
 
 def _saving_vs_largest(chosen: Option, considered: list[Option], job_samples: float | None) -> dict[str, Any] | None:
-    """The choice against the largest one-GPU shape of the GPU (same cloud when it has one)."""
-    priced = [o for o in considered if o.price_per_gpu_hour is not None and o.bottleneck != "gpu-memory"]
-    single = [o for o in priced if o.instance.gpu_count == 1]
-    pool = [o for o in single if o.instance.cloud == chosen.instance.cloud] or single
-    basis = "largest one-GPU shape"
-    if not pool:
-        pool = [o for o in priced if o.instance.cloud == chosen.instance.cloud] or priced
-        basis = "largest per-GPU share (no one-GPU shape of this GPU in the catalog)"
-    if not pool:
-        return None
+    """The choice against the largest shape of its family (same cloud, GPU and instance family), by
+    GPUs, then vCPUs, then RAM; prices per GPU-hour in whole cents. The choice itself is in the pool."""
+    inst = chosen.instance
+    pool = [o for o in considered if o.price_per_gpu_hour is not None and o.bottleneck != "gpu-memory"
+            and o.instance.cloud == inst.cloud and o.instance.family == inst.family] or [chosen]
     largest_row = max((o.instance for o in pool),
-                      key=lambda r: (r.vcpus / r.gpu_count, r.memory_gib / r.gpu_count, r.price_per_hour or 0))
+                      key=lambda r: (r.gpu_count, r.vcpus, r.memory_gib, r.region == inst.region))
     row_opts = [o for o in pool if o.instance.key == largest_row.key]
     largest = max(row_opts, key=lambda o: (o.predicted, -math.inf if o.disk_mbps is None else 0))
     price_l = largest.price_per_gpu_hour or 0.0  # both priced: the pool and the choice have prices
-    price_c = chosen.price_per_gpu_hour or 0.0
+    cents_l, cents_c = _cents(largest), _cents(chosen)
     out: dict[str, Any] = {
-        "basis": basis,
+        "basis": f"largest {inst.family} shape",
         "cloud": largest.instance.cloud,
         "instance_type": largest.instance.instance_type,
         "region": largest.instance.region,
         "disk_class": largest.disk_class,
+        "gpu_count": largest.instance.gpu_count,
         "vcpus": largest.share_vcpus,
         "memory_gib": largest.share_memory_gib,
         "price_per_hour": price_l,
         "predicted": largest.predicted,
         "cost_per_million": largest.cost_per_million,
-        "saving_per_hour": price_l - price_c,
-        "saving_fraction": (price_l - price_c) / price_l if price_l else None,
+        "saving_per_hour": (cents_l - cents_c) / 100,
+        "saving_fraction": (cents_l - cents_c) / cents_l if cents_l else None,
         "saving_per_million": (None if largest.cost_per_million is None or chosen.cost_per_million is None
                                else largest.cost_per_million - chosen.cost_per_million),
     }

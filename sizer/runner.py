@@ -2,8 +2,10 @@
 
 The worker is `python -m workloads run --spec F --out F`, started by sizer's own interpreter or
 another one (the MXNet environment). It joins the limit group between fork and exec (preexec_fn),
-so only sizer's own child is ever moved. It runs in its own session, so a timeout or Ctrl-C can
-end it with everything it started, and it dies with sizer (PR_SET_PDEATHSIG) if sizer is killed.
+so only sizer's own child is ever moved. It runs in its own session and dies with sizer
+(PR_SET_PDEATHSIG). Whatever way a point ends, its session and then its group are SIGKILLed before
+the worker is reaped, so nothing it started runs into the next point; should sizer itself be
+killed, the group's watchdog (sizer/limits/watchdog.py) does the same and removes the group.
 
 Outcomes: the worker's own Result; `timeout` when it overruns; `oom` when the group's OOM events
 say the kernel killed a process of it at the memory limit (read from the cgroup, never guessed);
@@ -27,6 +29,7 @@ from typing import IO, Any, Callable
 from sizer.errors import SizerError
 from sizer.limits import sysfs
 from sizer.limits.base import Enforcement, LimitGroup
+from sizer.limits.watchdog import Watchdog
 from workloads.protocol import ERROR, OOM, TIMEOUT, Result, Spec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +75,8 @@ def interpreter_for(interpreter: str) -> tuple[str, dict[str, str]]:
         return sys.executable, {}
     if interpreter == "mxnet":
         if not MXNET_PYTHON.exists():
-            raise SizerError(f"the MXNet environment is missing ({MXNET_PYTHON}): run `make mxnet-env`")
+            raise SizerError(f"the MXNet environment is missing ({MXNET_PYTHON}): run `make mxnet-env` "
+                             "(it needs Python 3.8 to 3.11)")
         return str(MXNET_PYTHON), {"PYTHONPATH": str(REPO_ROOT)}
     path = Path(interpreter)
     if path.is_file() and os.access(path, os.X_OK):
@@ -105,15 +109,16 @@ def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def _kill_session(proc: subprocess.Popen, group: LimitGroup | None) -> None:
-    """End the worker and everything it started: its session, then whatever is left in the group."""
+def _end_point_processes(proc: subprocess.Popen, group: LimitGroup | None) -> None:
+    """End everything the worker started, then reap the worker: its session first (the worker is not
+    reaped yet, so its id still names its session and no other), then whatever is left in the group
+    (a process that left the session, a grandchild of a double fork)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    kill_all = getattr(group, "kill_all", None)
-    if kill_all is not None:
-        kill_all()
+    if group is not None:
+        group.kill_all()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
@@ -183,9 +188,6 @@ def _run_point_in(
     started = time.time()
     with open(err_path, "wb") as err, open(wdir / "stdout.txt", "wb") as out:
         ended = _run_worker(command, spec, group, child_env, out, err, timeout_s, should_stop)
-    # Orphans of the worker (a loader process it did not reap) must not run into the next point.
-    if group is not None and getattr(group, "kill_all", None) is not None:
-        group.kill_all()  # type: ignore[attr-defined]
 
     oom = _oom_killed(group, ended.returncode)
     result = _judge(_read_result(out_path), spec, ended, oom, timeout_s, err_path, unit, framework)
@@ -263,8 +265,10 @@ def _run_worker(
     should_stop: Callable[[], bool] | None,
 ) -> _WorkerExit:
     """Start the worker in its own session inside the group and wait for it, ending it at the
-    timeout; Ctrl-C, SIGTERM or `should_stop` take it down with everything it started."""
+    timeout. However the point ends (the worker's exit, the timeout, Ctrl-C, SIGTERM or
+    `should_stop`), no process it started outlives it; the group's watchdog covers a killed sizer."""
     t0 = time.monotonic()
+    watchdog = group.watchdog() if group is not None else Watchdog()
     try:
         proc = subprocess.Popen(
             command,
@@ -276,23 +280,40 @@ def _run_worker(
             preexec_fn=_preexec(group),
             start_new_session=True,
         )
-    except subprocess.SubprocessError as exc:
-        raise SizerError(f"cannot start the worker for {spec.workload} in its limit group: {exc}") from None
-    deadline = t0 + timeout_s
-    try:
-        while True:
-            try:
-                returncode = proc.wait(timeout=max(0.01, min(0.25, deadline - time.monotonic())))
-                return _WorkerExit(returncode, False, time.monotonic() - t0)
-            except subprocess.TimeoutExpired:
-                if should_stop is not None and should_stop():
-                    raise KeyboardInterrupt from None
-                if time.monotonic() >= deadline:
-                    _kill_session(proc, group)
-                    return _WorkerExit(proc.returncode, True, time.monotonic() - t0)
-    except BaseException:  # Ctrl-C, SIGTERM: take the worker down with us
-        _kill_session(proc, group)
+    except BaseException as exc:
+        if group is None:
+            watchdog.release()
+        if isinstance(exc, subprocess.SubprocessError):
+            raise SizerError(f"cannot start the worker for {spec.workload} in its limit group: {exc}") from None
         raise
+    watchdog.watch_session(proc.pid)
+    try:
+        timed_out = _await_exit(proc.pid, t0 + timeout_s, should_stop)
+        wall_s = time.monotonic() - t0
+    finally:
+        _end_point_processes(proc, group)
+        watchdog.forget_session(proc.pid)
+        if group is None:
+            watchdog.release()
+    return _WorkerExit(proc.returncode, timed_out, wall_s)
+
+
+def _await_exit(pid: int, deadline: float, should_stop: Callable[[], bool] | None) -> bool:
+    """Wait until the worker exits, leaving it unreaped; True when it overran the deadline instead.
+    `should_stop` ends the wait as Ctrl-C does."""
+    delay = 0.005
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return False
+        except ChildProcessError:  # reaped already: nothing left to wait for
+            return False
+        if should_stop is not None and should_stop():
+            raise KeyboardInterrupt
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(delay)
+        delay = min(0.05, 2 * delay)
 
 
 def _oom_killed(group: LimitGroup | None, returncode: int | None) -> bool:

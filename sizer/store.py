@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sizer.errors import SizerError
+from sizer.method import current_status
 from sizer.points import Point
 from sizer.store_schema import MIGRATIONS, SCHEMA_VERSION, insert_steps, result_json, unpack_steps
 from workloads.protocol import Result
@@ -389,7 +390,7 @@ def point_from_result(row: Any, result: Result) -> Point:
         disk_class=row["disk_class"],
         throughput=float(row["throughput"]),
         unit=row["unit"],
-        status=row["status"],
+        status=current_status(row["status"], float(row["spread"]), result),
         profile=row["profile"],
         spread=float(row["spread"]),
         bottleneck=row["bottleneck"],

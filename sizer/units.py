@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -27,6 +28,19 @@ def parse_size(text: str, default_unit: str = "g") -> int:
 
 def parse_gib(text: str) -> float:
     return parse_size(text) / GIB
+
+
+# The least RAM a shape may have: a worker's interpreter and its libraries alone take tens of MiB.
+MIN_SHAPE_RAM = 64 * 1024**2
+
+
+def parse_shape_ram(text: str, what: str = "--ram") -> int:
+    """A shape's RAM ('4G', '512M', GiB by default) -> bytes, at least MIN_SHAPE_RAM."""
+    value = parse_size(text)
+    if value < MIN_SHAPE_RAM:
+        raise SizerError(f"{what}: {str(text).strip()} is {format_bytes(value)}, below the minimum of "
+                         f"{format_bytes(MIN_SHAPE_RAM)} for a shape")
+    return value
 
 
 def parse_int_list(text: str, what: str) -> list[int]:
@@ -54,13 +68,21 @@ def format_bytes(n: float) -> str:
 
 
 def parse_setting(item: str, what: str) -> tuple[str, Any]:
-    """'key=value' -> (key, value); the value is read as JSON where it parses (8, 0.5, true), else text."""
+    """'key=value' -> (key, value); the value is read as JSON where it parses (8, 0.5, true), else
+    text. A number that is not finite (NaN, Infinity, 1e999) is refused."""
     key, sep, value = item.partition("=")
     key = key.strip()
     if not sep or not key:
         raise SizerError(f"{what} wants key=value, got {item!r}")
+
+    def finite(text: str) -> float:
+        number = float(text)
+        if not math.isfinite(number):
+            raise SizerError(f"{what}: {key}={value.strip()} is not a finite number")
+        return number
+
     try:
-        return key, json.loads(value)
+        return key, json.loads(value, parse_float=finite, parse_constant=finite)
     except ValueError:
         return key, value
 
@@ -71,6 +93,9 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$", re.IGNORECASE)
 def parse_duration(text: str, what: str) -> float:
     """'90', '90s', '9m', '1.5h' -> seconds (a bare number is seconds)."""
     match = _DURATION.match(text)
-    if not match or float(match.group(1)) <= 0:
+    if not match:
         raise SizerError(f"{what}: cannot read {text!r} as a duration (e.g. 540, 540s, 9m, 1h)")
-    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[(match.group(2) or "s").lower()]
+    seconds = float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[(match.group(2) or "s").lower()]
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise SizerError(f"{what}: a duration must be positive, got {text!r}")
+    return seconds

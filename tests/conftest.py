@@ -26,7 +26,8 @@ def pytest_collection_modifyitems(config, items):
     reasons = {
         "cgroup": _cgroup_writable(),
         "browser": None if shutil.which("chromium") else "chromium is not installed (make test installs it)",
-        "mxnet": None if MXNET_PYTHON.exists() else "the MXNet environment is missing (make mxnet-env)",
+        "mxnet": None if MXNET_PYTHON.exists() else
+        "the MXNet environment is missing (make mxnet-env; it needs Python 3.8 to 3.11 installed)",
     }
     for item in items:
         for mark, reason in reasons.items():

@@ -109,6 +109,21 @@ def test_sweep_cost_prints_its_tables_and_refuses_a_missing_store(benchmark, tmp
     assert "sweep_cost: error:" in capsys.readouterr().err
 
 
+def test_sweep_cost_counts_one_sweep_and_its_seconds_a_measurement(benchmark, tmp_path, capsys):
+    """The figure the dry run's cost table is built from: one sweep's wall time over its measurements."""
+    sweep_cost = benchmark("sweep_cost")
+    store = _drained_sweep(tmp_path / "s.sqlite", [0.01, 0.02])  # sweep 1: 3 points
+    _drained_sweep(store, [0.01, 0.02, 0.03, 0.04])  # sweep 2: 5 points
+    assert sweep_cost.main(["--store", str(store), "--sweep", "2", "--json"]) == 0
+    total = json.loads(capsys.readouterr().out)["total"]
+    assert total["points"] == 5
+    assert sweep_cost.main(["--store", str(store), "--sweep", "2"]) == 0
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last.startswith("sweep: ") and last.endswith(f"; {total['active_s'] / 5:.1f} s a measurement")
+    assert sweep_cost.main(["--store", str(store), "--sweep", "3"]) == 2
+    assert "holds no points of sweep 3" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------ grid_table.py
 def test_grid_table_writes_one_markdown_table_per_workload(benchmark, tmp_path, capsys):
     grid_table = benchmark("grid_table")
@@ -256,8 +271,11 @@ def test_gpu_sweep_runs_each_entry_as_a_resumable_slice_and_drops_repeats_with_p
     assert "--workloads resnet50-train --vcpus 2,4,8,12,16 --disks local-nvme,ssd,standard --ram 8G,32G" in sweep
     assert "--resume --max-time" in sweep and "--passes 2 --budget 10" in sweep
     assert "--repeat-noisy" not in sweep  # passes measure every shape again: no repeats on top
+    assert "--passes 1" not in sweep
     again = _gpu_sweep(env, "resnet50-train")
-    assert again.returncode == 0 and "--repeat-noisy 0.2" in (tmp_path / "sizer.calls").read_text().splitlines()[-1]
+    last = (tmp_path / "sizer.calls").read_text().splitlines()[-1]
+    # Without --passes, one pass and repeats, not the passes sizer would choose on a VM.
+    assert again.returncode == 0 and "--repeat-noisy 0.2 --passes 1" in last
 
 
 def test_gpu_sweep_exits_3_while_a_sweep_has_points_left(tmp_path):

@@ -206,6 +206,8 @@ import subprocess, sys, time
 from sizer.limits import detect_backend, LimitRequest
 g = detect_backend().create(LimitRequest(cpus=(0,), memory_bytes=2**28, label="killed"))
 subprocess.Popen(["sleep", "60"], preexec_fn=g.preexec())
+g.watchdog().process.kill()  # killed along with its sizer: the next start must clean up instead
+g.watchdog().process.wait()
 print("ready", flush=True)
 time.sleep(60)
 """

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from sizer.catalog import load_catalog
+from sizer.catalog import InstanceType, load_catalog
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
 from sizer.model import fit_points
@@ -60,10 +60,11 @@ def test_gpu_bound_goes_to_the_smallest_cheapest_shape(disk_classes):
     assert c.cost_per_million == pytest.approx(1.006 / (c.predicted * 3600) * 1e6)
     assert c.job_hours == pytest.approx(IMAGENET_90_EPOCHS / c.predicted / 3600)
     assert c.job_cost == pytest.approx(c.job_hours * 1.006)
+    # Against the largest g5 (8 GPUs, 192 vCPUs), per GPU-hour in whole cents: $2.04 against $1.01.
     saving = rec.saving_vs_largest
-    assert saving["instance_type"] == "g5.16xlarge" and saving["basis"] == "largest one-GPU shape"
-    assert saving["saving_per_hour"] == pytest.approx(4.096 - 1.006)
-    assert saving["saving_fraction"] == pytest.approx((4.096 - 1.006) / 4.096)
+    assert saving["instance_type"] == "g5.48xlarge" and saving["basis"] == "largest g5 shape"
+    assert saving["saving_per_hour"] == pytest.approx(2.04 - 1.01)
+    assert saving["saving_fraction"] == pytest.approx((2.04 - 1.01) / 2.04)
     assert saving["job_saving"] > 0
     assert not rec.needs_local_nvme
     assert "g5.xlarge" in rec.reason and "standard" in rec.reason
@@ -207,7 +208,7 @@ def test_cli_recommend_json(cli, points_csv):
     rec = data["recommendations"][0]
     assert rec["chosen"]["instance_type"] == "g5.4xlarge" and rec["chosen"]["disk_class"] == "standard"
     assert {o["instance_type"] for o in rec["rejected_cheaper"]} == {"g5.xlarge", "g5.2xlarge", "g5.12xlarge"}
-    assert rec["chosen"]["job_hours"] > 0 and rec["saving_vs_largest"]["instance_type"] == "g5.16xlarge"
+    assert rec["chosen"]["job_hours"] > 0 and rec["saving_vs_largest"]["instance_type"] == "g5.48xlarge"
 
 
 def test_cli_recommend_table_and_errors(cli, points_csv, tmp_path):
@@ -334,3 +335,63 @@ def test_a_choice_that_rests_on_more_vcpus_than_were_measured_says_so(disk_class
     assert _chosen(rec)[0] == "g5.4xlarge"
     note = next(n for n in rec.notes if "extrapolating" in n)
     assert "16 vCPUs, more than the 8 measured" in note and "measure a shape with 16 vCPUs" in note
+
+
+def _h100_row(instance_type: str, gpus: int, price: float) -> InstanceType:
+    return InstanceType("gcp", instance_type, 26 * gpus, 234.0 * gpus, "H100", gpus, 80.0, price, "us-central1",
+                        750.0 * gpus, ("local-nvme", "ssd", "standard"), "constructed", "2026-01-01")
+
+
+def test_equal_prices_per_gpu_in_whole_cents_tie_and_fewer_gpus_win(disk_classes):
+    # 21.53307 / 4 = 5.3832675 is $0.0000025 below 5.38327: the same price, so the 1-GPU row wins,
+    # and the 4-GPU row is not a cheaper row that fell short.
+    points = simulate_points("w", _truth(gpu_ceiling=1000.0, per_vcpu=2000.0), VCPUS, DISKS, (8.0, 32.0),
+                             noise=0.02, seed=3, gpu_model="H100")
+    fit = fit_points(points, disk_classes)["w"]
+    catalog = [_h100_row("a3-highgpu-4g", 4, 21.53307), _h100_row("a3-highgpu-1g", 1, 5.38327),
+               _h100_row("a3-highgpu-8g", 8, 43.06614), _h100_row("a3-megagpu-8g", 8, 92.21427)]
+    rec = recommend(fit, catalog, "H100", disk_classes=disk_classes)
+    assert _chosen(rec) == ("a3-highgpu-1g", "standard")
+    assert rec.rejected_cheaper == []
+    # The reference is the largest shape of the choice's family, by GPUs then vCPUs: not the choice
+    # itself, and not the 8-GPU row of another family.
+    saving = rec.saving_vs_largest
+    assert saving["instance_type"] == "a3-highgpu-8g" and saving["basis"] == "largest a3-highgpu shape"
+    assert saving["gpu_count"] == 8 and saving["saving_per_hour"] == 0 and saving["saving_fraction"] == 0
+
+
+def test_the_report_lists_equal_prices_with_fewer_gpus_first(disk_classes):
+    from sizer.report.options import recommend_options
+
+    points = simulate_points("w", _truth(gpu_ceiling=1000.0, per_vcpu=2000.0), VCPUS, DISKS, (8.0, 32.0),
+                             noise=0.02, seed=3, gpu_model="H100")
+    fit = fit_points(points, disk_classes)["w"]
+    catalog = [_h100_row("a3-highgpu-4g", 4, 21.53307), _h100_row("a3-highgpu-1g", 1, 5.38327)]
+    rec, why_none, considered = recommend_options(fit, catalog, "H100", tolerance=0.05, disk_classes=disk_classes,
+                                                  job_samples=None)
+    assert why_none is None and rec["chosen"]["instance_type"] == "a3-highgpu-1g"
+    assert [o["instance_type"] for o in considered[:3]] == ["a3-highgpu-1g"] * 3
+
+
+def test_where_nothing_meets_the_closest_of_equal_price_has_fewer_gpus(disk_classes):
+    # 100 images/s per vCPU: no 26-vCPU share feeds a 5,000 images/s GPU; the 1-GPU and 4-GPU rows
+    # are equally fast per GPU and cost the same per GPU-hour in whole cents.
+    points = simulate_points("w", _truth(gpu_ceiling=5000.0, per_vcpu=100.0), VCPUS, DISKS, (16.0, 64.0), seed=2)
+    fit = fit_points(points, disk_classes)["w"]
+    catalog = [_h100_row("a3-highgpu-4g", 4, 21.53307), _h100_row("a3-highgpu-1g", 1, 5.38327)]
+    rec = recommend(fit, catalog, "H100", disk_classes=disk_classes)
+    assert rec.chosen is None and rec.closest is not None
+    assert rec.closest.instance.instance_type == "a3-highgpu-1g"
+
+
+@pytest.mark.parametrize("instance_type, family", [
+    ("p5.48xlarge", "p5"), ("p5en.48xlarge", "p5en"), ("g4dn.metal", "g4dn"),
+    ("a3-highgpu-8g", "a3-highgpu"), ("a3-megagpu-8g", "a3-megagpu"), ("n1-standard-16", "n1-standard"),
+    ("Standard_NC40ads_H100_v5", "Standard_NC_H100_v5"), ("Standard_NC80adis_H100_v5", "Standard_NC_H100_v5"),
+    ("Standard_ND96isr_H100_v5", "Standard_ND_H100_v5"), ("ecs.gn6i-c24g1.12xlarge", "ecs.gn6i"),
+    ("my-box", "my-box"),
+])
+def test_instance_family_is_the_name_without_its_size(instance_type, family):
+    from sizer.catalog import instance_family
+
+    assert instance_family(instance_type) == family

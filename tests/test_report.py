@@ -144,7 +144,9 @@ def test_recommendation_and_catalog_rows(context):
     for cheaper in rec["rejected_cheaper"]:
         assert not cheaper["meets"] and cheaper["bottleneck"]
         assert cheaper["price_per_gpu_hour"] < chosen["price_per_gpu_hour"]
-    prices = [r["price_per_gpu_hour"] for r in wl["catalog_rows"] if r["price_per_gpu_hour"] is not None]
+    # Cheapest first, as the recommendation compares prices: in whole cents, fewer GPUs first.
+    prices = [(round(r["price_per_gpu_hour"], 2), r["gpu_count"]) for r in wl["catalog_rows"]
+              if r["price_per_gpu_hour"] is not None]
     assert prices == sorted(prices) and len(wl["catalog_rows"]) == rec["considered_count"]
     assert all(r["gpu"] == "H100" for r in wl["catalog_rows"])
     assert {s["cloud"] for s in context["catalog"]["sources"]} >= {r["cloud"] for r in wl["catalog_rows"]}
@@ -410,3 +412,21 @@ def test_out_of_memory_shapes_are_named_by_ram_and_fewest_vcpus():
     points = [point(16, 8.0, "oom"), point(12, 8.0, "oom"), point(8, 8.0, "ok"), point(16, 32.0, "ok"), point(4, 2.0, "oom")]
     assert out_of_memory(points) == [{"ram_gib": 2.0, "from_vcpus": 4}, {"ram_gib": 8.0, "from_vcpus": 12}]
     assert out_of_memory([point(2, 8.0, "ok")]) == []
+
+
+def test_the_busy_host_notice_needs_signs_of_the_host_not_of_the_model():
+    """A card may warn that the model is rough or that CPU costs differ; only noisy points or rates
+    that fall with more vCPUs raise the notice that the host was busy."""
+    from sizer.points import Point
+
+    def window(v, ms, ram=8.0):
+        return Point("w", v, ram, "ssd", 250.0 * v, "images/s", cpu_util_per_vcpu=0.97, extra={"cpu_ms_per_sample": ms})
+
+    costly = [window(2, 3.0), window(4, 3.0), window(4, 4.6, ram=16.0), window(8, 3.0)]
+    ctx = build_context(costly, gpu="H100")
+    assert any("--cpu-cost" in w for w in _workload(ctx, "w")["warnings"])
+    assert 'id="quality"' not in render_html(ctx)
+    noisy = [window(2, 3.0), window(4, 3.0), window(8, 3.0)]
+    for p in noisy[:2]:
+        p.status, p.spread = "noisy", 0.3
+    assert 'id="quality"' in render_html(build_context(noisy, gpu="H100"))

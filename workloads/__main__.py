@@ -45,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         workload.prepare(spec)
         return 0
 
+    from workloads.lifetime import forks_die_with_this_process
     from workloads.measure import cpu_speed_probe, process_age_s
+
+    forks_die_with_this_process()  # before the workload starts any process
 
     speed_before = cpu_speed_probe()
     t0 = time.perf_counter()

@@ -27,6 +27,9 @@ from workloads.loop import is_cuda, synthetic_batches
 from workloads.measure import add_read_bytes_per_sample, bottleneck_label, stage_done
 from workloads.protocol import SYNTHETIC_INPUT, Result, Spec, Workload, register
 from workloads.torch_common import (
+    ARCH_KWARGS,
+    DEVICES,
+    PRECISIONS,
     autocast,
     build_cnn,
     check_choice,
@@ -74,6 +77,9 @@ class ImagenetInfer(Workload):
     stresses = "disk, CPU decode, GPU"
     reads_once = True  # batch inference sees each input once; sweeps measure its first pass
     inputs = INPUTS  # synthetic too: a sweep's ceiling point (sizer.shapes.wants_ceiling)
+    choices = {"input": INPUTS, "normalize": NORMALIZE, "model": tuple(ARCH_KWARGS), "device": DEVICES,
+               "precision": PRECISIONS}
+    setting_types = {"workers": (int, type(None))}
 
     def prepare(self, spec: Spec) -> None:
         cfg = self.config_for(spec)

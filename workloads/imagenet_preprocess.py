@@ -149,6 +149,8 @@ class ImagenetPreprocess(Workload):
     dataset = "imagenet"
     stresses = "disk, CPU"
     reads_once = True
+    choices = {"format": _SHARD_FORMATS}
+    setting_types = {"processes": (int, type(None)), "max_images": (int, type(None))}
     defaults = {
         "gpu": {"format": "lmdb", "split": "train", "short_side": 256, "quality": 90, "draft": True,
                 "processes": None, "read_threads": 4, "chunk": 32, "max_images": None, "keep_output": False},

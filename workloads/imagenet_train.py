@@ -28,7 +28,10 @@ from workloads.loop import is_cuda, synthetic_batches
 from workloads.measure import add_read_bytes_per_sample, bottleneck_label, stage_done
 from workloads.protocol import SYNTHETIC_INPUT, Result, Spec, Workload, register
 from workloads.torch_common import (
+    ARCH_KWARGS,
+    DEVICES,
     NUM_CLASSES,
+    PRECISIONS,
     build_cnn,
     check_choice,
     cnn_sgd_step,
@@ -98,6 +101,10 @@ class ImagenetTrain(Workload):
     unit = "images/s"
     dataset = "imagenet"
     stresses = "GPU, CPU decode, then disk, RAM"
+    choices = {"input": INPUTS, "decode": DECODERS, "normalize": NORMALIZE, "model": tuple(ARCH_KWARGS),
+               "device": DEVICES, "precision": PRECISIONS, "register_buffers": ("auto", True, False)}
+    setting_types = {"workers": (int, type(None))}
+    requires = {("decode", "gpu"): ("device", "cuda")}  # nvjpeg decodes on a CUDA device
 
     def prepare(self, spec: Spec) -> None:
         cfg = self.config_for(spec)

@@ -322,7 +322,8 @@ class Meter:
     has run: a consumer faster than its loader would otherwise spend the window's first seconds on
     that backlog at its own pace, and the figure would take them in. After warm-up the meter wants at
     least `min_steps` steps and `min_seconds` seconds; then, if the spread of `n_windows` window
-    rates exceeds the target, it keeps going (up to `time_budget_s`) and otherwise stops.
+    rates exceeds the target, it keeps going (up to `time_budget_s`) and otherwise stops. The point
+    is flagged noisy by the looser rule of `stats.is_noisy`, not by this target.
 
     The budget runs from the end of the first step. That step carries one-time costs no later step
     has (the loader's first batch, cuDNN's autotuning, the GPU libraries read from a cold disk): on a
@@ -479,7 +480,7 @@ class Meter:
         result.spread = spread
         result.window_rates = rates
         result.steps = self.steps
-        result.status = OK if spread <= self.spread_target and not self.window_short else NOISY
+        result.status = NOISY if stats.is_noisy(spread, self.window_short) else OK
         if self.window_short:
             result.extra["window_short"] = f"{self._measured_steps} of {self.min_steps} steps measured"
         cpu = after["cpu_seconds"] - self._before.get("cpu_seconds", 0.0)

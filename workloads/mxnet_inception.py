@@ -111,6 +111,8 @@ class MxnetInceptionV3Train(Workload):
         "warmup_steps": 2,  # on top of the prefetch depth
         "hybridize": True,
     }
+    choices = {"input": ("rec",), "device": ("cpu",), "crop": ("random_resized", "rand_crop")}
+    setting_types = {"preprocess_threads": (int, type(None)), "threads": (int, type(None))}
     defaults = {
         "gpu": {**_common, "model": "inceptionv3", "image_size": 299, "batch_size": 32, "prefetch_buffer": 4},
         "cpu-small": {**_common, "model": "resnet18_v1", "image_size": 112, "batch_size": 16, "prefetch_buffer": 2},

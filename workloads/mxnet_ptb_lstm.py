@@ -52,6 +52,8 @@ class MxnetPtbLstmTrain(Workload):
     dataset = "ptb"
     description = "MXNet Gluon word-level LSTM language model on PTB, on the CPU (2 x 650; cpu-small: 2 x 200)"
     stresses = "CPU (the model runs on it), little else"
+    choices = {"device": ("cpu",)}  # CPU_ONLY_REASON
+    setting_types = {"threads": (int, type(None))}
     defaults = {
         "gpu": {"hidden": 650, "layers": 2, "dropout": 0.5, "bptt": 35, "batch_size": 20, "init": 0.05, "lr": 1.0,
                 "clip": 5.0, "device": "cpu", "threads": None, "warmup_steps": 5},

@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
@@ -104,6 +105,8 @@ class Workload(abc.ABC):
     """One measurable workload. Subclasses set the class attributes and implement `run`.
 
     `defaults[profile]` is the default config for a profile; a spec's `config` overrides it.
+    `choices`, `setting_types` and `requires` state what a setting allows (`setting_problem`,
+    `config_problem`); sizer checks a sweep's settings against them before anything runs.
     `prepare` readies data under `data_dir` (idempotent); `run` measures and returns a Result.
     Framework imports happen inside methods so listing workloads never needs the framework.
     """
@@ -123,6 +126,12 @@ class Workload(abc.ABC):
     # bound, whatever the dataset's size. Training reads its dataset every epoch.
     reads_once: ClassVar[bool] = False
     defaults: ClassVar[dict[str, dict[str, Any]]] = {}
+    # The values a setting allows, for settings that take one of a few (`decode`: cpu or gpu).
+    choices: ClassVar[dict[str, tuple[Any, ...]]] = {}
+    # The types a setting allows where its default does not say (a default of null: chosen by the shape).
+    setting_types: ClassVar[dict[str, tuple[type, ...]]] = {}
+    # A value that works only beside another setting's value: (key, value) -> (other key, its value).
+    requires: ClassVar[dict[tuple[str, Any], tuple[str, Any]]] = {}
 
     def config_for(self, spec: Spec) -> dict[str, Any]:
         if spec.profile not in self.defaults:
@@ -148,6 +157,37 @@ class Workload(abc.ABC):
         )
 
     @classmethod
+    def setting_problem(cls, profile: str, key: str, value: Any) -> str | None:
+        """What is wrong with `key=value` for this workload's profile, or None when it is allowed.
+
+        A setting must exist in the profile's defaults. Its value must be one of `choices[key]`
+        where given, else of `setting_types[key]` where given, else of its default's type: true or
+        false, a whole number, a finite number (a whole one too) or text. A default of null with
+        no declared types allows any value."""
+        known = cls.defaults.get(profile, {})
+        if key not in known:
+            return f"has no setting {key!r} (has: {', '.join(sorted(known))})"
+        if key in cls.choices:
+            allowed = cls.choices[key]
+            if any(type(value) is type(choice) and value == choice for choice in allowed):
+                return None
+            return f"{key}={_shown(value)} is not one of {', '.join(_shown(c) for c in allowed)}"
+        types = cls.setting_types.get(key) or ((type(known[key]),) if known[key] is not None else ())
+        if not types or _of_types(value, types):
+            return None
+        return f"{key}={_shown(value)} is not {' or '.join(_TYPE_WORDS.get(t, t.__name__) for t in types)}"
+
+    @classmethod
+    def config_problem(cls, profile: str, config: dict[str, Any]) -> str | None:
+        """What is wrong with the profile's defaults under `config` taken together (`requires`), or None."""
+        cfg = {**cls.defaults.get(profile, {}), **config}
+        for (key, value), (needed_key, needed) in cls.requires.items():
+            if cfg.get(key) == value and cfg.get(needed_key) != needed:
+                return (f"{key}={_shown(value)} needs {needed_key}={_shown(needed)}, not "
+                        f"{needed_key}={_shown(cfg.get(needed_key))} (profile {profile})")
+        return None
+
+    @classmethod
     def describe(cls) -> dict[str, Any]:
         return {
             "name": cls.name,
@@ -160,6 +200,30 @@ class Workload(abc.ABC):
             "reads_once": cls.reads_once,
             "profiles": sorted(cls.defaults),
         }
+
+
+_TYPE_WORDS = {bool: "true or false", int: "a whole number", float: "a finite number", str: "text",
+               type(None): "null"}
+
+
+def _of_types(value: Any, types: tuple[type, ...]) -> bool:
+    """Whether a setting's value is of one of `types`; true and false count as no number, and a
+    number as a float only when finite."""
+    for kind in types:
+        if kind is bool or isinstance(value, bool):
+            matched = kind is bool and isinstance(value, bool)
+        elif kind is float:
+            matched = isinstance(value, (int, float)) and math.isfinite(value)
+        else:
+            matched = isinstance(value, kind)
+        if matched:
+            return True
+    return False
+
+
+def _shown(value: Any) -> str:
+    """A setting's value as the command line spells it: text as is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 _REGISTRY: dict[str, type[Workload]] = {}

@@ -16,7 +16,14 @@ from workloads.loop import StepClock, new_meter, run_epochs
 from workloads.measure import bottleneck_label, stage_done
 from workloads.protocol import Result, Spec, Workload, register
 from workloads.ptb_corpus import BpttWindows, batch_columns, loss_summary, read_corpus, train_file
-from workloads.torch_common import autocast, framework_versions, prefer_sleeping_openmp, setup_device
+from workloads.torch_common import (
+    DEVICES,
+    PRECISIONS,
+    autocast,
+    framework_versions,
+    prefer_sleeping_openmp,
+    setup_device,
+)
 
 
 def build_model(vocab_size: int, hidden: int, layers: int, dropout: float, tied: bool, init: float):
@@ -54,6 +61,7 @@ class PtbLstmTrain(Workload):
     description = "Word-level LSTM language model on PTB (Zaremba et al.'s medium model; cpu-small: their small one)"
     dataset = "ptb"
     stresses = "GPU, little else"
+    choices = {"device": DEVICES, "precision": PRECISIONS}
     defaults = {
         "gpu": {"hidden": 650, "layers": 2, "dropout": 0.5, "bptt": 35, "batch_size": 20, "tied": False,
                 "init": 0.05, "lr": 1.0, "clip": 5.0, "device": "cuda", "precision": "fp32", "warmup_steps": 5,

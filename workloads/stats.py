@@ -20,6 +20,19 @@ def percentile(values: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+# A point whose sub-window rates spread by more than this is flagged `noisy`. It sits above the
+# spread that points reach on an idle host (docs/PERFORMANCE.md, "The noisy threshold"), so the
+# flag says the host was busy, not that the meter is strict. When to stop measuring is a tighter
+# target of its own (Spec.spread_target): a point measures on while its budget allows.
+NOISY_SPREAD = 0.20
+
+
+def is_noisy(spread: float, window_short: bool = False) -> bool:
+    """The `noisy` rule: sub-window rates more than NOISY_SPREAD apart, or a window shorter than the
+    meter wanted."""
+    return spread > NOISY_SPREAD or window_short
+
+
 def relative_spread(values: Sequence[float]) -> float:
     """(max - min) / median; 0 for fewer than two values."""
     if len(values) < 2:

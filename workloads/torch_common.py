@@ -17,6 +17,8 @@ from typing import Any, Callable, Sequence
 from workloads.loop import is_cuda
 
 NUM_CLASSES = 1000
+DEVICES = ("cpu", "cuda")
+PRECISIONS = ("bf16", "fp32")  # bf16: autocast on the device; fp32: none
 
 # torchvision constructor arguments per architecture: random init, and for googlenet no auxiliary
 # heads (its torchvision default turns them on only for pretrained weights' sake).
@@ -55,7 +57,7 @@ def setup_device(cfg: dict[str, Any], vcpus: int, seed: int) -> str:
     import torch
 
     device = cfg.get("device", "cpu")
-    if device not in ("cpu", "cuda"):
+    if device not in DEVICES:
         raise ValueError(f"config device={device!r} is not cpu or cuda")
     if device == "cuda":
         if not torch.cuda.is_available():
@@ -76,7 +78,7 @@ def autocast(device: str, precision: str):
     """bf16 autocast on the GPU when asked; a no-op context otherwise (fp32)."""
     import torch
 
-    if precision not in ("bf16", "fp32"):
+    if precision not in PRECISIONS:
         raise ValueError(f"config precision={precision!r} is not bf16 or fp32")
     if precision == "bf16":
         return torch.autocast(device_type="cuda" if is_cuda(device) else "cpu", dtype=torch.bfloat16)

@@ -9,24 +9,26 @@ import typer
 from rich.table import Table
 
 from sizer.commands.options import catalog_flag, cloud_flag, gpu_flag, json_flag, out_flag
-from sizer.console import console, emit, err_console
+from sizer.console import console, emit, err_console, print_table
 from sizer.errors import SizerError
 
 
 def _render_list(data: dict[str, Any]) -> None:
     table = Table(title=f"{len(data['rows'])} GPU instance types", title_justify="left")
-    for column in ("cloud", "instance", "vCPU", "RAM GiB", "GPU", "$/hour", "NVMe GiB", "region", "price date"):
-        table.add_column(column, justify="right" if column in ("vCPU", "RAM GiB", "$/hour", "NVMe GiB") else "left",
-                         no_wrap=column in ("instance", "GPU"))
+    numbers = ("vCPU", "RAM GiB", "$/hour", "GPU GiB", "NVMe GiB")
+    for column in ("cloud", "instance", "vCPU", "RAM GiB", "GPU", "$/hour", "GPU GiB", "NVMe GiB", "region",
+                   "price date"):
+        table.add_column(column, justify="right" if column in numbers else "left",
+                         no_wrap=column in ("instance", "GPU", *numbers))
     for r in data["rows"]:
         price = r["price_per_hour_usd"]
-        gpus = f"{r['gpu']} x{r['gpu_count']} {r['gpu_memory_gib']:g}G"
         table.add_row(
-            r["cloud"], r["instance_type"], str(r["vcpus"]), f"{r['memory_gib']:g}", gpus,
-            "[yellow]none[/yellow]" if price is None else f"{price:,.3f}",
+            r["cloud"], r["instance_type"], str(r["vcpus"]), f"{r['memory_gib']:g}", f"{r['gpu_count']}x {r['gpu']}",
+            "[yellow]none[/yellow]" if price is None else f"{price:,.3f}", f"{r['gpu_memory_gib']:g}",
             f"{r['local_nvme_gib']:g}", r["region"] or "–", r["price_date"] or "–",
         )
-    console.print(table)
+    # At 80 columns the prices stay whole: the least needed columns go first.
+    print_table(table, drop=("price date", "region", "GPU GiB", "NVMe GiB", "cloud"))
     console.print("[dim]disks: every row can use ssd and standard cloud disks; local-nvme where NVMe GiB > 0[/dim]")
     unpriced = sum(1 for r in data["rows"] if r["price_per_hour_usd"] is None)
     if unpriced:

@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 
 from sizer import datasets
-from sizer.commands.options import JsonOutput, out_flag
-from sizer.console import console, emit
+from sizer.commands.options import JsonOutput, finite, out_flag
+from sizer.console import console, emit, print_table
 from sizer.errors import SizerError
 from sizer.units import format_bytes
 
@@ -20,7 +20,7 @@ SeedOption = Annotated[int, typer.Option("--seed", help="Seed; the same seed giv
 def _render_imagenet(info: dict[str, Any]) -> None:
     state = "generated" if info.get("generated_now") else "already there"
     table = Table(title=f"ImageNet-like dataset at {info['path']} ({state})", show_header=False, title_justify="left")
-    table.add_column("what", style="bold")
+    table.add_column("what", style="bold", no_wrap=True)
     table.add_column("value")
     table.add_row("images", f"{info['n_images']:,} ({info['n_train']:,} train, {info['n_val']:,} val)")
     table.add_row("classes", f"{info['n_classes']:,}")
@@ -33,17 +33,17 @@ def _render_imagenet(info: dict[str, Any]) -> None:
             continue
         parts = ", ".join(f"{s}: {v['records']:,} records, {format_bytes(v['bytes'])}" for s, v in packed["splits"].items())
         table.add_row(f"packed {fmt}", f"{packed['path']} ({parts})")
-    console.print(table)
+    print_table(table)
 
 
 def _render_ptb(info: dict[str, Any]) -> None:
     kind = "synthetic" if info["synthetic"] else "real copy"
     table = Table(title=f"PTB-like corpus at {info['path']} ({kind})", title_justify="left")
     for column in ("file", "sentences", "tokens", "size"):
-        table.add_column(column, justify="left" if column == "file" else "right")
+        table.add_column(column, justify="left" if column == "file" else "right", no_wrap=column != "file")
     for split in info["splits"].values():
         table.add_row(Path(split["file"]).name, f"{split['sentences']:,}", f"{split['tokens']:,}", format_bytes(split["bytes"]))
-    console.print(table)
+    print_table(table)
     console.print(f"vocabulary: {info['vocabulary']:,} words (with end of sentence)")
 
 
@@ -51,10 +51,10 @@ def _render_packed(info: dict[str, Any]) -> None:
     state = "packed" if info.get("packed_now") else "already up to date"
     table = Table(title=f"{info['format']} shards at {info['path']} ({state})", title_justify="left")
     for column in ("split", "records", "size", "files"):
-        table.add_column(column, justify="left" if column == "split" else "right")
+        table.add_column(column, justify="left" if column == "split" else "right", no_wrap=column != "split")
     for split, v in info["splits"].items():
         table.add_row(split, f"{v['records']:,}", format_bytes(v["bytes"]), str(len(v["files"])))
-    console.print(table)
+    print_table(table)
 
 
 def imagenet(
@@ -67,7 +67,9 @@ def imagenet(
     processes: Annotated[
         Optional[int], typer.Option("--processes", help="Generator processes (default: every usable CPU).")
     ] = None,
-    val_fraction: Annotated[float, typer.Option("--val-fraction", help="Share of the images that go to val/.")] = 0.1,
+    val_fraction: Annotated[
+        float, typer.Option("--val-fraction", callback=finite, help="Share of the images that go to val/.")
+    ] = 0.1,
     as_json: JsonOutput = False,
 ) -> None:
     """Generate synthetic ImageNet-like JPEGs: about 500x375 px, about 110 kB at quality 90.

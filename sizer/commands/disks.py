@@ -9,7 +9,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from sizer.commands.options import JsonOutput
-from sizer.console import console, emit, err_console
+from sizer.console import emit, err_console, print_table
 from sizer.disks import probe_disk
 from sizer.units import format_bytes, parse_size
 
@@ -27,7 +27,7 @@ def render_disk(data: dict[str, Any]) -> None:
         title_justify="left",
     )
     for column in ("pattern", "block", "queue depth", "MB/s", "IOPS", "p50 µs", "p99 µs"):
-        table.add_column(column, justify="left" if column == "pattern" else "right")
+        table.add_column(column, justify="left" if column == "pattern" else "right", no_wrap=column != "pattern")
     for label, key in (("sequential read", "sequential_read"), ("random read", "random_read")):
         job = data[key]
         table.add_row(
@@ -39,7 +39,7 @@ def render_disk(data: dict[str, Any]) -> None:
             _fmt(job["lat_p50_us"]),
             _fmt(job["lat_p99_us"]),
         )
-    console.print(table)
+    print_table(table, drop=("p50 µs", "queue depth"))
 
 
 def probe(

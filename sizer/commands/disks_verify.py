@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from sizer.commands.options import DiskClassesFile, JsonOutput, limits_flag
-from sizer.console import console, emit
+from sizer.console import emit, print_table
 from sizer.errors import SizerError
 from sizer.units import format_bytes, parse_size
 
@@ -88,7 +88,7 @@ def verify_class(
 def render_verify(data: dict[str, Any]) -> None:
     table = Table(title=f"disk class {data['class']} on {data['device_name']} ({data['device']}), {data['path']}",
                   show_header=False, title_justify="left")
-    table.add_column("what", style="bold")
+    table.add_column("what", style="bold", no_wrap=True)
     table.add_column("value")
     cap = f"{data['cap_mbps']:g} MB/s" if data["cap_mbps"] else "none (the device's own)"
     table.add_row("cap", cap + (f", {data['cap_iops']} IOPS" if data["cap_iops"] else ""))
@@ -102,7 +102,7 @@ def render_verify(data: dict[str, Any]) -> None:
         word = "within" if data["within_tolerance"] else "NOT within"
         table.add_row("verdict", f"[{colour}]{word} {data['tolerance']:.0%} of the cap[/] (measured/cap {data['ratio']:.3f})")
     table.add_row("enforced", f"{data['enforcement']['backend']}: {data['enforcement']['disk']}")
-    console.print(table)
+    print_table(table)
 
 
 def verify(

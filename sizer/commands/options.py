@@ -5,14 +5,25 @@ say different things of one flag (what `--json` prints instead, what `--store` i
 gives its own help to the flag's function (`json_flag`, `store_flag`, ...) and the flag stays here:
 
     as_json: Annotated[bool, json_flag("Print a JSON summary.")] = False
+
+Every float option takes `callback=finite`.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+
+
+def finite(value: float | None) -> float | None:
+    """A float option's callback: NaN and infinities are refused while the command line is read,
+    before any work."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, got {value}")
+    return value
 
 
 def json_flag(help_text: str = "Print machine-readable JSON.") -> Any:
@@ -60,15 +71,16 @@ StoreInput = Annotated[Optional[Path], store_flag("A sweep's results store (SQLi
 PointsInput = Annotated[Optional[Path], input_flag("A points.csv (the format `sizer report` writes).")]
 ReportFolder = Annotated[Path, out_flag("Folder for report.html, results.json and points.csv.")]
 CatalogFiles = Annotated[Optional[list[Path]], catalog_flag("Your own catalog CSV (prices); repeatable.")]
-Tolerance = Annotated[
-    float, typer.Option("--tolerance", help="Largest accepted slowdown against the GPU ceiling (0.05 = 5%).")
-]
-DatasetGib = Annotated[
-    Optional[float], typer.Option("--dataset-gib", help="Size of the real dataset in GiB; the RAM axis scales to it.")
-]
-JobSamples = Annotated[
-    Optional[float], typer.Option("--job-samples", help="Samples in one job (e.g. 115.2e6 = 90 epochs of ImageNet).")
-]
+Tolerance = Annotated[float, typer.Option(
+    "--tolerance", callback=finite, help="Largest accepted slowdown against the GPU ceiling (0.05 = 5%).")]
+DatasetGib = Annotated[Optional[float], typer.Option(
+    "--dataset-gib", callback=finite, help="Size of the real dataset in GiB; the RAM axis scales to it.")]
+JobSamples = Annotated[Optional[float], typer.Option(
+    "--job-samples", callback=finite, help="Samples in one job (e.g. 115.2e6 = 90 epochs of ImageNet).")]
+Confidence = Annotated[float, typer.Option(
+    "--confidence", callback=finite, metavar="LEVEL",
+    help="Confidence of every range, between 0 and 1: the pick is the cheapest instance within tolerance at "
+         "the pessimistic end of its range at this level (0.5: the figure itself, no margin).")]
 DiskClassesFile = Annotated[Optional[Path], disk_classes_flag("CSV of extra or overriding disk classes.")]
 LimitBackendName = Annotated[Optional[str], limits_flag("Limit backend: auto, cgroup-v2, cgroup-v1, affinity.")]
 CpuQuota = Annotated[bool, typer.Option(

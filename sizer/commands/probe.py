@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from sizer.commands.options import JsonOutput
-from sizer.console import console, emit
+from sizer.console import emit, print_table
 from sizer.probe import probe_host
 from sizer.units import format_bytes
 
@@ -22,7 +22,7 @@ def _siblings_text(siblings: list[list[int]], limit: int = 16) -> str:
 def render_host(data: dict[str, Any]) -> None:
     cpu, mem, gpu, limits = data["cpu"], data["memory"], data["gpu"], data["limits"]
     table = Table(title=f"host {data['hostname']}", show_header=False, title_justify="left")
-    table.add_column("what", style="bold")
+    table.add_column("what", style="bold", no_wrap=True)
     table.add_column("value")
     table.add_row("kernel", data["kernel"])
     table.add_row("python", data["python"]["version"])
@@ -74,7 +74,7 @@ def render_host(data: dict[str, Any]) -> None:
             table.add_row("block device", f"{device['name']} ({device['major_minor']}){part}{kind}")
         else:
             table.add_row("block device", f"none: {where.get('note', '')}")
-    console.print(table)
+    print_table(table)
 
 
 def probe(

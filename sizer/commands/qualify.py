@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from sizer.commands.options import JsonOutput, input_flag, store_flag
-from sizer.console import console, emit
+from sizer.console import console, emit, print_table
 from sizer.errors import SizerError
 from sizer.qualify import Baseline, evaluate, host_calibration, junit_xml, load_baseline, summary, write_junit
 from sizer.report import load_inputs
@@ -51,6 +51,8 @@ def sweep_options(baseline: Baseline, store: str | Path | None = None) -> SweepO
         limits=spec.get("limits"),
         ceiling=bool(spec.get("ceiling", True)),
         calibrate=bool(spec.get("calibrate", True)),
+        passes=int(spec.get("passes", 1)),  # the suite as the baseline says, not as the host would choose
+        refine=int(spec.get("refine", 0)),
         command=f"sizer qualify --baseline {baseline.path}",
         report=False,
     )
@@ -77,13 +79,14 @@ def run_suite(
 def _render(data: dict[str, Any]) -> None:
     table = Table(title=f"qualify {data['suite']}", title_justify="left")
     for column in ("check", "metric", "measured", "threshold", "result"):
-        table.add_column(column, justify="right" if column in ("measured", "threshold") else "left")
+        table.add_column(column, justify="right" if column in ("measured", "threshold") else "left",
+                         no_wrap=column == "threshold")
     for c in data["checks"]:
         measured = "–" if c["measured"] is None else f"{c['measured']:,.4g} {c['unit']}".strip()
         bound = ("<= " if c["threshold_kind"] == "max" else ">= ") + f"{c['threshold']:,.4g}"
         result = "[green]PASS[/green]" if c["passed"] else f"[red]FAIL[/red] {c['message']}"
         table.add_row(c["name"], c["metric"], measured, bound, result)
-    console.print(table)
+    print_table(table)
     verdict = "[green]all checks met[/green]" if data["passed"] else (
         f"[red]{data['checks_failed']} of {data['checks_total']} check(s) fell short[/red]"
     )

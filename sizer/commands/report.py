@@ -9,7 +9,9 @@ from rich.table import Table
 
 from sizer.commands.options import (
     CatalogFiles,
+    Confidence,
     DatasetGib,
+    DiskClassesFile,
     JobSamples,
     PointsInput,
     ReportFolder,
@@ -19,8 +21,11 @@ from sizer.commands.options import (
     gpu_flag,
     json_flag,
 )
-from sizer.console import console, emit
+from sizer.confidence import DEFAULT_CONFIDENCE, check_confidence
+from sizer.console import console, emit, print_table
+from sizer.errors import NothingSized
 from sizer.report import build_context, format_money, format_number, load_inputs, write_context
+from sizer.report.context import nothing_sized
 
 
 def _render(data: dict[str, Any]) -> None:
@@ -30,7 +35,7 @@ def _render(data: dict[str, Any]) -> None:
     table.add_column("instance", overflow="fold")
     table.add_column("disk")
     table.add_column("predicted", justify="right")
-    table.add_column("$/GPU-hour", justify="right")
+    table.add_column("$/GPU-hour", justify="right", no_wrap=True)
     for wl in context["workloads"]:
         chosen = (wl["recommendation"] or {}).get("chosen")
         if chosen:
@@ -44,7 +49,7 @@ def _render(data: dict[str, Any]) -> None:
             )
         else:
             table.add_row(wl["workload"], f"[yellow]none: {wl['no_recommendation']}[/yellow]", "", "", "")
-    console.print(table)
+    print_table(table)
     if context["target"]["illustrative"]:
         console.print(f"[yellow]{context['profile']['note']}[/yellow]")
     for path in data["files"].values():
@@ -57,7 +62,9 @@ def report(
     input_file: PointsInput = None,
     gpu: Annotated[Optional[str], gpu_flag("GPU model to size for (default: the measured host's GPU).")] = None,
     catalog: CatalogFiles = None,
+    disk_classes: DiskClassesFile = None,
     tolerance: Tolerance = 0.05,
+    confidence: Confidence = DEFAULT_CONFIDENCE,
     dataset_gib: DatasetGib = None,
     job_samples: JobSamples = None,
     cpu_cost: Annotated[
@@ -71,7 +78,8 @@ def report(
     """Write report.html, results.json and points.csv: the recommendation per workload and why.
 
     The report is one self-contained HTML file (inline CSS and SVG charts, nothing loaded from the
-    network) that a person who never ran sizer can read and print.
+    network) that a person who never ran sizer can read and print. It is written also when no
+    workload could be sized (no usable measurement with real input); it says why, and the exit code is 3.
 
     Examples:
 
@@ -79,8 +87,13 @@ def report(
 
       sizer report --store results/sizer.sqlite --out results-steady --cpu-cost   (a host whose speed drifts)
     """
-    inputs = load_inputs(store, input_file)
-    command = _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost)
+    from sizer.diskclasses import load_disk_classes
+
+    check_confidence(confidence, "--confidence")
+    table = load_disk_classes(disk_classes)
+    inputs = load_inputs(store, input_file, table)
+    command = _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost,
+                            disk_classes, confidence)
     context = build_context(
         inputs["points"],
         sweeps=inputs["sweeps"],
@@ -93,12 +106,18 @@ def report(
         enforcement=inputs["enforcement"],
         source=inputs["source"],
         cpu_cost=cpu_cost,
+        disk_classes=table,
+        confidence=confidence,
     )
     files = write_context(context, inputs["points"], out)
     emit(context if as_json else {"context": context, "files": files}, as_json, _render)
+    why = nothing_sized(context)
+    if why:
+        raise NothingSized(why)
 
 
-def _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost=False) -> str:
+def _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost=False,
+                  disk_classes=None, confidence=DEFAULT_CONFIDENCE) -> str:
     """The command that reproduces this report, rebuilt from its options."""
     parts = ["sizer", "report"]
     parts += ["--store", str(store)] if store else ["--input", str(input_file)]
@@ -109,10 +128,14 @@ def _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, 
         parts += ["--catalog", str(path)]
     if tolerance != 0.05:
         parts += ["--tolerance", f"{tolerance:g}"]
+    if confidence != DEFAULT_CONFIDENCE:
+        parts += ["--confidence", f"{confidence:g}"]
     if dataset_gib is not None:
         parts += ["--dataset-gib", f"{dataset_gib:g}"]
     if job_samples is not None:
         parts += ["--job-samples", f"{job_samples:g}"]
     if cpu_cost:
         parts.append("--cpu-cost")
+    if disk_classes:
+        parts += ["--disk-classes", str(disk_classes)]
     return " ".join(shlex.quote(p) for p in parts)

@@ -11,17 +11,21 @@ import typer
 from rich.table import Table
 
 from sizer.commands.options import (
+    CatalogFiles,
+    Confidence,
     CpuQuota,
     DiskClassesFile,
     JsonOutput,
     LimitBackendName,
     ReportFolder,
+    finite,
     gpu_flag,
     store_flag,
 )
-from sizer.console import console, emit, err_console
-from sizer.errors import SizerError
-from sizer.units import format_bytes, parse_duration, parse_int_list, parse_setting, parse_size, parse_str_list
+from sizer.confidence import DEFAULT_CONFIDENCE, check_confidence
+from sizer.console import console, emit, err_console, print_table
+from sizer.errors import NothingSized, SizerError
+from sizer.units import format_bytes, parse_duration, parse_int_list, parse_setting, parse_shape_ram, parse_str_list
 
 
 def parse_set(items: list[str] | None) -> dict[str, Any]:
@@ -49,7 +53,7 @@ def _command_line() -> str:
 def render_point(data: dict[str, Any]) -> None:
     table = Table(title=f"{data['workload']} @ {data['vcpus']} vCPU / {data['ram_gib']:g} GiB / {data['disk_class']}",
                   show_header=False, title_justify="left")
-    table.add_column("what", style="bold")
+    table.add_column("what", style="bold", no_wrap=True)
     table.add_column("value")
     status = data["status"]
     colour = "green" if status == "ok" else ("yellow" if status == "noisy" else "red")
@@ -67,7 +71,7 @@ def render_point(data: dict[str, Any]) -> None:
     table.add_row("wall", f"{data['wall_s']:.1f} s")
     if data["error"]:
         table.add_row("error", data["error"])
-    console.print(table)
+    print_table(table)
 
 
 def run(
@@ -86,6 +90,7 @@ def run(
         Optional[float],
         typer.Option(
             "--budget",
+            callback=finite,
             help="Seconds for the point's warm-up and measured window, counted from the end of its first step.",
         ),
     ] = None,
@@ -104,7 +109,7 @@ def run(
     data_out = run_single(
         workload,
         vcpus,
-        parse_size(ram),
+        parse_shape_ram(ram),
         disk,
         profile=profile,
         data_dir=data,
@@ -117,23 +122,41 @@ def run(
     emit(data_out, as_json, render_point)
 
 
+def plan_lines(plan: dict[str, Any]) -> list[str]:
+    """The dry run's plan in words: the grid, then the passes and why."""
+    ram = ", ".join(f"{r:g}" for r in plan["ram_gib"])
+    grid = (f"plan: {', '.join(plan['workloads'])} x vCPUs {', '.join(map(str, plan['vcpus']))} x RAM {ram} GiB "
+            f"x disks {', '.join(plan['disks'])}")
+    passes = f"{plan['passes']} pass{'es' if plan['passes'] > 1 else ''}"
+    passes += f", then --refine {plan['refine']}" if plan["refine"] else ""
+    passes += f" ({plan['passes_reason']})" if plan.get("passes_reason") else ""
+    return [grid, passes]
+
+
 def render_dry_run(data: dict[str, Any]) -> None:
     table = Table(title=f"plan: {len(data['points'])} points, profile {data['profile']}", title_justify="left")
     for column in ("#", "workload", "vCPUs", "RAM GiB", "disk", "est. s"):
-        table.add_column(column, justify="left" if column in ("workload", "disk") else "right")
+        table.add_column(column, justify="left" if column in ("workload", "disk") else "right",
+                         no_wrap=column not in ("workload", "disk"))
     for i, p in enumerate(data["points"], 1):
         name = p["workload"] + (" (synthetic input)" if p["ceiling"] else "")
         name += f" ({p['settings']})" if p.get("settings") else ""
         name += f" (pass {p['pass']})" if p.get("pass", 1) > 1 else ""
         table.add_row(str(i), name, str(p["vcpus"]), f"{p['ram_gib']:g}", p["disk_class"], f"{p['estimated_s']:.0f}")
-    console.print(table)
+    print_table(table)
     from sizer.sweep import format_duration
 
     backend = data["limit_backend"]
+    for line in plan_lines(data["plan"]):
+        console.print(line)
     console.print(
-        f"estimated time: [bold]{format_duration(data['estimated_seconds'])}[/] "
-        f"({data['estimate_note']}{', with one calibration point' if data['calibration'] else ''})"
+        f"estimated time: [bold]{data['estimate']}[/] ({format_duration(data['estimated_seconds'])}; "
+        f"{data['estimate_note']}{'; with the calibration and the host speed every 10 min' if data['calibration'] else ''})"
     )
+    if data["plan"].get("if_start_spreads"):
+        more = data["plan"]["if_start_spreads"]
+        console.print(f"if the start calibration spreads by more than 10%: {more['passes']} passes and --refine "
+                      f"{more['refine']}, {more['points']} points, {more['estimate']}")
     if data.get("refine"):
         refine = data["refine"]
         console.print(f"refine: after the passes, up to {refine['at_most']} more point(s): each workload's "
@@ -146,12 +169,12 @@ def render_dry_run(data: dict[str, Any]) -> None:
 
 def render_sweep(data: dict[str, Any]) -> None:
     table = Table(title=f"sweep {data.get('sweep_id')}: {len(data['points'])} points", title_justify="left")
-    table.add_column("workload", overflow="fold")
-    table.add_column("shape (vCPU / GiB / disk)", overflow="fold")
+    table.add_column("workload")
+    table.add_column("shape (vCPU / GiB / disk)")
     table.add_column("status")
-    table.add_column("throughput", justify="right", overflow="fold")
+    table.add_column("throughput", justify="right")
     table.add_column("bottleneck")
-    table.add_column("s", justify="right")
+    table.add_column("s", justify="right", no_wrap=True)
     for p in data["points"]:
         name = p["workload"] + (" (synthetic)" if p.get("ceiling") else "")
         name += f" (pass {p['pass']})" if p.get("pass", 1) > 1 else ""
@@ -160,7 +183,7 @@ def render_sweep(data: dict[str, Any]) -> None:
         rate = f"{_fmt_rate(p.get('throughput'))} {p.get('unit', '')}".strip()
         table.add_row(name, shape, status, rate, p.get("bottleneck", "") or "",
                       f"{p['wall_s']:.0f}" if p.get("wall_s") else "-")
-    console.print(table)
+    print_table(table, drop=("bottleneck",))
     for chosen in data.get("refine") or []:
         console.print(f"refine: {chosen['key']} measured once more (held out {chosen['held_out_error']:.1%})")
     cal = data.get("calibration") or {}
@@ -181,13 +204,16 @@ def render_sweep(data: dict[str, Any]) -> None:
 Workloads = Annotated[Optional[str], typer.Option(
     "--workloads",
     help="Comma-separated workloads, each optionally with settings of its own as "
-         "name:key=value[:key=value] (e.g. resnet50-train:decode=gpu). Default: the four of the study, "
-         "plus resnet50-train:decode=gpu on a GPU.")]
+         "name:key=value[:key=value] (e.g. resnet50-train:decode=gpu). Default: resnet50-train on a GPU; "
+         "without one, the four of the study.")]
 VcpuLevels = Annotated[Optional[str], typer.Option(
-    "--vcpus", help="vCPU counts, e.g. 1,2,4,8 (default: 1,2 up to the host's threads).")]
+    "--vcpus", help="vCPU counts, e.g. 1,2,4,8 (default on a GPU: 2 up to all the host's threads, "
+                    "e.g. 2,4,8,12,16; without one: 1,2).")]
 RamLevels = Annotated[Optional[str], typer.Option(
-    "--ram", help="RAM sizes, e.g. 4G,8G (default: one level that caches the dataset).")]
-DiskLevels = Annotated[Optional[str], typer.Option("--disks", help="Disk classes, e.g. local-nvme,ssd,standard.")]
+    "--ram", help="RAM sizes, e.g. 4G,8G (default on a GPU: one level too small to cache the dataset "
+                  "beside the workload, one that caches it; without one: one that caches it).")]
+DiskLevels = Annotated[Optional[str], typer.Option("--disks", help="Disk classes, e.g. local-nvme,ssd,standard "
+                                                    "(default on a GPU: all three; without one: local-nvme,standard).")]
 SweepProfile = Annotated[str, typer.Option(
     "--profile", help="auto (gpu when NVML sees a GPU, else cpu-small), gpu or cpu-small.")]
 SweepStore = Annotated[Optional[Path], store_flag("SQLite store (default: OUT/sizer.sqlite).")]
@@ -199,6 +225,7 @@ Resume = Annotated[bool, typer.Option(
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the points and the estimated time; measure nothing.")]
 SweepBudget = Annotated[Optional[float], typer.Option(
     "--budget",
+    callback=finite,
     help="Seconds for each point's warm-up and measured window, counted from the end of its first step.")]
 SweepSettings = Annotated[Optional[list[str]], typer.Option(
     "--set", help="Workload config override key=value for every point (repeatable).")]
@@ -211,14 +238,16 @@ MaxTime = Annotated[Optional[str], typer.Option(
          "longer sweep, continued with --resume.")]
 RepeatNoisy = Annotated[Optional[float], typer.Option(
     "--repeat-noisy",
+    callback=finite,
     help="Measure a point once more when its windows spread by more than this (0.2 = 20%); the steadier "
          "measurement is kept, the other stored with it.")]
-Passes = Annotated[int, typer.Option(
+Passes = Annotated[Optional[int], typer.Option(
     "--passes",
     help="Measure every shape this many times, each pass in another order (the first shuffled, the second "
          "its reverse, later ones shuffled anew); the model and the report take each shape's median. For "
-         "hosts whose speed drifts over minutes (shared VMs).")]
-Refine = Annotated[int, typer.Option(
+         "hosts whose speed drifts over minutes (shared VMs). Default on a GPU: 2 and --refine 3 on a virtual "
+         "machine or where the start calibration spreads by more than 10%, else 1; without a GPU: 1.")]
+Refine = Annotated[Optional[int], typer.Option(
     "--refine",
     metavar="N",
     help="After the passes, fit each workload without each shape in turn and measure once more its N "
@@ -237,6 +266,8 @@ def sweep(
     out: ReportFolder = Path("results"),
     data: SweepData = None,
     gpu: SweepGpu = None,
+    catalog: CatalogFiles = None,
+    confidence: Confidence = DEFAULT_CONFIDENCE,
     resume: Resume = False,
     dry_run: DryRun = False,
     budget: SweepBudget = None,
@@ -246,8 +277,8 @@ def sweep(
     max_time: MaxTime = None,
     cpu_quota: CpuQuota = False,
     repeat_noisy: RepeatNoisy = None,
-    passes: Passes = 1,
-    refine: Refine = 0,
+    passes: Passes = None,
+    refine: Refine = None,
     as_json: JsonOutput = False,
 ) -> None:
     """Measure workloads x instance shapes under real limits, point by point, and write the report.
@@ -255,6 +286,7 @@ def sweep(
     Every point runs in a fresh worker inside a cgroup with the shape's vCPUs (cpuset), RAM
     (memory limit, page cache included) and disk class (block-I/O throttle), starting cold for
     its dataset. Points are committed as they finish: after Ctrl-C or a crash, --resume goes on.
+    When no workload has a usable point with real input, the report says why and the exit code is 3.
 
     Examples:
 
@@ -268,10 +300,11 @@ def sweep(
     """
     from sizer.sweep import SweepOptions, run_sweep
 
+    check_confidence(confidence, "--confidence")
     opts = SweepOptions(
         workloads=parse_str_list(workloads) if workloads else None,
         vcpus=parse_int_list(vcpus, "--vcpus") if vcpus else None,
-        ram_bytes=[parse_size(r) for r in parse_str_list(ram)] if ram else None,
+        ram_bytes=[parse_shape_ram(r) for r in parse_str_list(ram)] if ram else None,
         disks=parse_str_list(disks) if disks else None,
         disk_classes_file=str(disk_classes) if disk_classes else None,
         profile=profile,
@@ -279,6 +312,8 @@ def sweep(
         out_dir=out,
         data_dir=data,
         gpu=gpu,
+        catalog_files=tuple(catalog or ()),
+        confidence=confidence,
         resume=resume,
         dry_run=dry_run,
         config=parse_set(set_),
@@ -302,3 +337,5 @@ def sweep(
         err_console.print("sweep stopped: committed points are kept; continue with the same command and --resume")
         raise
     emit(result, as_json, render_dry_run if dry_run else render_sweep)
+    if result.get("not_sized"):  # the report is written and says why
+        raise NothingSized(result["not_sized"])

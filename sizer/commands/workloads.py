@@ -8,7 +8,7 @@ from rich import box
 from rich.table import Table
 
 from sizer.commands.options import JsonOutput
-from sizer.console import console, emit
+from sizer.console import console, emit, print_table
 
 def workload_rows() -> list[dict[str, Any]]:
     """describe() of every registered workload (MXNet ones when their module is present), by name,
@@ -40,7 +40,7 @@ def _render(rows: list[dict[str, Any]]) -> None:
         if not shared:
             cells.append(" ".join(row["profiles"]))
         table.add_row(*cells, row["stresses"])
-    console.print(table)
+    print_table(table, drop=("dataset", "profiles"))
     if shared:
         console.print(f"Every workload has the profiles: {', '.join(shared)}.")
     if own_interpreter:

@@ -58,11 +58,8 @@ class AffinityGroup(LimitGroup):
     def memory_peak_bytes(self) -> int | None:
         return None  # RUSAGE_CHILDREN keeps the largest child ever, not this point's; the worker reports its own
 
-    def kill_all(self) -> int:
-        return 0
-
     def remove(self) -> None:
-        return None
+        self._release_watchdog()
 
 
 class AffinityBackend(LimitBackend):

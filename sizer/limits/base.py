@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from sizer.limits.watchdog import Watchdog
 
 
 @dataclass(frozen=True)
@@ -46,9 +50,36 @@ class Enforcement:
 
 
 class LimitGroup(abc.ABC):
-    """One shape's limits, live. Use as a context manager: removed on exit whatever happened."""
+    """One shape's limits, live. Use as a context manager: removed on exit whatever happened.
+
+    Each group has a watchdog process (sizer/limits/watchdog.py): should sizer be killed outright,
+    it ends the group's processes and removes the group. A cgroup backend starts it with the group;
+    `remove()` releases it.
+    """
 
     request: LimitRequest
+    _watchdog: "Watchdog | None" = None
+
+    def cgroup_dirs(self) -> list[Path]:
+        """The group's cgroup folders, created or about to be (none for affinity only)."""
+        return []
+
+    def watchdog(self) -> "Watchdog":
+        """The group's watchdog, started on first use."""
+        if self._watchdog is None:
+            from sizer.limits.watchdog import Watchdog
+
+            self._watchdog = Watchdog(self.cgroup_dirs())
+        return self._watchdog
+
+    def _release_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.release()
+            self._watchdog = None
+
+    def kill_all(self) -> int:
+        """SIGKILL every process in the group and wait until it is empty; returns how many."""
+        return 0
 
     @abc.abstractmethod
     def preexec(self) -> Callable[[], None]:

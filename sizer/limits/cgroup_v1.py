@@ -66,10 +66,14 @@ class CgroupV1Group(LimitGroup):
         self._oom_field = True
         sysfs.track(self)
         try:
+            self.watchdog()  # before any folder exists, so that none outlives a killed sizer
             self._create()
         except BaseException:
             self.remove()
             raise
+
+    def cgroup_dirs(self) -> list[Path]:
+        return list(dict.fromkeys(self.backend.parents[c] / self.name for c in self.backend.writable))
 
     # ------------------------------------------------------------ setup
     def _mkdir(self, controller: str) -> Path:
@@ -224,9 +228,10 @@ class CgroupV1Group(LimitGroup):
                 failed.append(str(d))
         for c in self.dirs:
             sysfs.remove_parent_if_empty(self.backend.parents[c])
-        if failed:  # stays tracked, so atexit tries again; the next start's cleanup finds it too
+        if failed:  # stays tracked and watched: atexit, the watchdog and the next start try again
             raise OSError(errno.EBUSY, f"could not remove cgroup(s): {', '.join(failed)}")
         self._removed = True
+        self._release_watchdog()
         sysfs.untrack(self)
 
 

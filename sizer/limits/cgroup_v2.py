@@ -47,10 +47,14 @@ class CgroupV2Group(LimitGroup):
         self._removed = False
         sysfs.track(self)
         try:
+            self.watchdog()  # before the folder exists, so that it never outlives a killed sizer
             self._create()
         except BaseException:
             self.remove()
             raise
+
+    def cgroup_dirs(self) -> list[Path]:
+        return [self.dir]
 
     def _create(self) -> None:
         req = self.request
@@ -157,9 +161,10 @@ class CgroupV2Group(LimitGroup):
             return
         ok = sysfs.remove_dir(self.dir)
         sysfs.remove_parent_if_empty(self.backend.parent)
-        if not ok:
+        if not ok:  # stays tracked and watched: atexit, the watchdog and the next start try again
             raise OSError(errno.EBUSY, f"could not remove cgroup {self.dir}")
         self._removed = True
+        self._release_watchdog()
         sysfs.untrack(self)
 
 

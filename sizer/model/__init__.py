@@ -21,7 +21,11 @@ The package is pure: points in, fits out; nothing is read or written. Its parts:
 - `cpu_cost`: the shared host's changing CPU speed taken out of CPU-bound points;
 - `measured`, `problem`, `identify`, `assemble`, `fit`: from a group's measurements to its fit;
 - `evaluate`: held-out errors and the shapes predicted worst;
-- `tolerance`: the one "within tolerance of the ceiling" rule.
+- `tolerance`: the one "within tolerance of the ceiling" rule, and when a model is trusted;
+- `evidence`, `decision`: measurements outrank the model: the figure a sizing decision uses;
+- `uncertainty`: ranges drawn from the measurements' own spread.
+
+A fitted ceiling is never below the best measured shape (the median of its passes).
 """
 
 from sizer.model.evaluate import fit_group, held_out_errors, shape_of, worst_predicted

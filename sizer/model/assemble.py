@@ -39,6 +39,7 @@ class _Params:
     intervals: Intervals
     fixed_notes: dict[str, str]
     params: dict[str, Param]
+    one_sided: dict[str, str] = field(default_factory=dict)  # fixed keys that are only a bound
 
     def add(self, key: str, unit: str, source: str, note: str = "", low: float | None = None,
             high: float | None = None, identifiable: bool = True) -> None:
@@ -53,6 +54,7 @@ class _Params:
 
     def fixed(self, key: str, unit: str, default_note: str) -> None:
         self.add(key, unit, "fixed", self.fixed_notes.get(key, default_note), identifiable=False)
+        self.params[PARAM_NAMES[key]].bound = self.one_sided.get(key, "")
 
     def fitted_or_fixed(self, key: str, unit: str, free: set[str], default_note: str) -> None:
         if key in free:
@@ -65,7 +67,8 @@ def assemble(measured: GroupMeasurements, fitted: FittedTerms, dataset_gib: floa
     """The WorkloadFit of a group from its measurements and what the fit settled; `dataset_gib` is
     the real dataset size stated for the prediction (None: as measured)."""
     fixed_notes = fitted.problem.fixed_notes if fitted.problem is not None else {}
-    built = _Params(fitted.values, _scaled_intervals(fitted), fixed_notes, measured.params)
+    one_sided = fitted.problem.one_sided if fitted.problem is not None else {}
+    built = _Params(fitted.values, _scaled_intervals(fitted), fixed_notes, measured.params, one_sided)
     _add_ceiling(built, measured, fitted.free)
     for key, unit in (("c", f"{measured.unit}/vCPU"), ("s", ""), ("k", "")):
         built.fitted_or_fixed(key, unit, fitted.free, "not identifiable")
@@ -123,11 +126,17 @@ def _add_ceiling(built: _Params, measured: GroupMeasurements, free: set[str]) ->
     high = max(t * (1 + s / 2) for t, s in zip(tps, spreads))
     # One point without a spread: no interval to give.
     interval = (None, None) if high - low <= 1e-9 * max(abs(high), 1.0) else (low, high)
-    built.add("G", measured.unit, "measured", f"{len(tps)} synthetic-input point(s) (input already on the device)",
-              *interval)
-    note = _ceiling_gap_note(built.values, measured, max(spreads))
-    if note:
-        measured.notes.append(note)
+    note = f"{len(tps)} synthetic-input point(s) (input already on the device)"
+    if built.values["G"] > measured.gpu_ceiling * (1 + 1e-9):
+        # A real shape ran faster than the GPU alone: the ceiling is that shape's level.
+        best = max(measured.real, key=lambda p: p.throughput)
+        note = (f"the best measured shape, {best.shape_label()}, above the {measured.gpu_ceiling:,.4g} of "
+                f"{len(tps)} synthetic-input point(s): a ceiling never lies below a measurement")
+        interval = (None, None)
+    built.add("G", measured.unit, "measured", note, *interval)
+    gap = _ceiling_gap_note(built.values, measured, max(spreads))
+    if gap:
+        measured.notes.append(gap)
 
 
 def _ceiling_gap_note(values: dict[str, float], measured: GroupMeasurements, spread: float) -> str | None:

@@ -50,14 +50,17 @@ def throughput_terms(values: dict[str, float], v: np.ndarray, m: np.ndarray,
     miss = miss_fraction(values, m)
     with np.errstate(divide="ignore", invalid="ignore"):
         io = np.where(np.isfinite(bw) & (b > 0) & (miss > 0), bw / (b * miss), np.inf)
+    return combine_terms(gpu, cpu, io, p), {"gpu": gpu, "cpu": cpu, "io": io}
+
+
+def combine_terms(gpu: np.ndarray, cpu: np.ndarray, io: np.ndarray, p: float) -> np.ndarray:
+    """The throughput the terms allow: their least, or their smooth minimum where `p` > 0."""
     if p > 0:
         # A term near zero overflows its power: the sum is then infinite and the rate 0, as it should be.
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             x = (gpu ** -p + cpu ** -p + io ** -p) ** (-1.0 / p)
-        x = np.nan_to_num(x, nan=0.0, posinf=0.0)
-    else:
-        x = np.minimum(np.minimum(gpu, cpu), io)
-    return x, {"gpu": gpu, "cpu": cpu, "io": io}
+        return np.nan_to_num(x, nan=0.0, posinf=0.0)
+    return np.minimum(np.minimum(gpu, cpu), io)
 
 
 def binding_terms(values: dict[str, float], v: np.ndarray, m: np.ndarray, bw: np.ndarray) -> np.ndarray:

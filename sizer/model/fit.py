@@ -82,7 +82,19 @@ def fit_workload(name: str, group: list[Point], disk_classes: dict[str, DiskClas
         return None
     if not measured.real:
         return assemble(measured, _ceiling_only(measured), dataset_gib)
-    return assemble(measured, _fit_terms(measured, do_loo, smooth), dataset_gib)
+    fit = assemble(measured, _fit_terms(measured, do_loo, smooth), dataset_gib)
+    _note_ceiling_at_best(fit, measured)
+    return fit
+
+
+def _note_ceiling_at_best(fit: WorkloadFit, measured: GroupMeasurements) -> None:
+    """A note where a fitted ceiling rests on the best measured shape: the fitted plateau would lie below it."""
+    best = max(measured.real, key=lambda p: p.throughput)
+    ceiling = fit.params["gpu_ceiling"]
+    if ceiling.source != "measured" and abs(ceiling.value - best.throughput) <= 1e-6 * best.throughput:
+        level = f"{best.throughput:,.0f}" if best.throughput >= 100 else f"{best.throughput:.3g}"
+        fit.notes.append(f"ceiling held at the best measured shape, {level} {fit.unit} at "
+                         f"{best.shape_label()} (median of its passes): a fitted plateau never lies below a measurement")
 
 
 def _ceiling_only(measured: GroupMeasurements) -> FittedTerms:
@@ -121,7 +133,7 @@ def _fit_terms(measured: GroupMeasurements, do_loo: bool, smooth: bool | None) -
     y = measured.throughputs()
     scale = float(np.median(y))
     fit = _Candidate(*fit_identifiable(v, m, bw, y / scale, _rescale(values0, 1.0 / scale), free,
-                                       measured.notes, pre_notes))
+                                       measured.notes, pre_notes, ceiling_floor=True))
     if do_loo and len(y) >= _MIN_LOO_POINTS:
         _choose_by_held_out(fit, smooth, measured.notes)
     elif smooth:
@@ -173,8 +185,9 @@ def _initial_values(measured: GroupMeasurements, v: np.ndarray, m: np.ndarray, b
     per_vcpu = float(np.median(y[lowest] / v[lowest]))
     footprint = measured.footprint_gib if measured.footprint_gib is not None else 0.0
     dataset = measured.dataset_gib or (float(m.max()) * 1.5 if "D" in free else 0.0)
+    # Measurements outrank the model: the ceiling is never below the best measured shape.
     return {
-        "G": measured.gpu_ceiling or float(y.max()) * 1.02,
+        "G": max(measured.gpu_ceiling, float(y.max())) if measured.gpu_ceiling else float(y.max()) * 1.02,
         "c": max(per_vcpu, 1e-9),
         "s": 0.02 if "s" in free else 0.0,
         "k": 0.0005 if "k" in free else 0.0,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,6 +26,8 @@ class _Identification:
     values: dict[str, float]
     free: set[str]
     fixed_notes: dict[str, str]
+    ceiling_floor: bool = False
+    one_sided: dict[str, str] = field(default_factory=dict)
 
     def problem(self) -> FitProblem:
         """The problem over the free keys, never with more free parameters than observations."""
@@ -36,26 +38,31 @@ class _Identification:
                 self.free.discard(key)
                 self.fixed_notes.setdefault(key, "fewer points than parameters: held fixed")
         fixed = {k: self.values[k] for k in self.values if k not in self.free}
-        return FitProblem(self.v, self.m, self.bw, self.y, fixed, specs_for(self.free, self.m), self.fixed_notes)
+        return FitProblem(self.v, self.m, self.bw, self.y, fixed, specs_for(self.free, self.m), self.fixed_notes,
+                          self.one_sided, self.ceiling_floor)
 
-    def fix(self, key: str, note: str, value: float | None = None) -> None:
+    def fix(self, key: str, note: str, value: float | None = None, bound: str = "") -> None:
+        """Hold `key` fixed (at `value` where given); `bound` "lower" or "upper" where the value is only that."""
         self.free.discard(key)
         if value is not None:
             self.values[key] = value
         self.fixed_notes[key] = note
+        if bound:
+            self.one_sided[key] = bound
 
 
 def fit_identifiable(v: np.ndarray, m: np.ndarray, bw: np.ndarray, y: np.ndarray, values0: dict[str, float],
-                     free: set[str], notes: list[str],
-                     pre_notes: dict[str, str] | None = None) -> tuple[dict[str, float], set[str], FitProblem]:
+                     free: set[str], notes: list[str], pre_notes: dict[str, str] | None = None,
+                     ceiling_floor: bool = False) -> tuple[dict[str, float], set[str], FitProblem]:
     """Fit, then fix what the binding pattern cannot identify and fit again (a few rounds at most).
 
     Parameters without any binding point (the GPU ceiling never reached, no CPU-bound shape) are
     settled first; what the remaining pattern can identify (USL terms, RAM effect) is judged on the
     refit, so one bad first fit does not throw a parameter away. `free` is narrowed in place; why
     each parameter is held fixed goes to `notes` and to the returned problem's `fixed_notes`.
+    `ceiling_floor`: the ceiling is never below the highest measured rate (`FitProblem.ceiling_floor`).
     """
-    state = _Identification(v, m, bw, y, dict(values0), free, dict(pre_notes or {}))
+    state = _Identification(v, m, bw, y, dict(values0), free, dict(pre_notes or {}), ceiling_floor)
     problem = state.problem()
     for round_ in range(_MAX_ROUNDS):
         # A wide search first; later rounds start from where the previous one ended.
@@ -83,14 +90,20 @@ def _fix_unreached_terms(state: _Identification, binding: np.ndarray) -> bool:
         # The best the fitted terms reach over the measured shapes, not the highest point: the
         # highest of many noisy points overstates the level they share (among 30 flat points of
         # 90,000 to 129,000 tokens/s, the highest is an outlier).
-        state.fix("G", "the GPU ceiling was not reached in any measured shape: the value is a lower bound",
-                  float(np.max(np.minimum(terms["cpu"], terms["io"]))))
+        reached = float(np.max(np.minimum(terms["cpu"], terms["io"])))
+        best = float(np.max(state.y))
+        if state.ceiling_floor and best > reached:
+            state.fix("G", "no measured shape is bound by the ceiling in the fit: it is held at the best "
+                           "measurement, a lower bound", best, bound="lower")
+        else:
+            state.fix("G", "the GPU ceiling was not reached in any measured shape: the value is a lower bound",
+                      reached, bound="lower")
         changed = True
     if "c" in state.free and not (binding == "cpu").any():
         state.free -= {"s", "k"}
         values["s"] = values["k"] = 0.0
         state.fix("c", "no shape was CPU-bound: per-vCPU rate is a lower bound (the highest seen per vCPU)",
-                  float(np.max(state.y / v)))
+                  float(np.max(state.y / v)), bound="lower")
         changed = True
     return changed
 
@@ -125,7 +138,7 @@ def _fix_disk_terms(state: _Identification, io_bound: np.ndarray) -> bool:
         if "D" in state.free:  # no disk-bound shape: the dataset size cannot be told either
             state.fix("D", _NO_RAM_EFFECT, 0.0)
         state.fix("b", "no shape was disk-bound: bytes per sample is an upper bound (the most the slowest "
-                       "measured disk could have fed)", _bytes_upper_bound(state))
+                       "measured disk could have fed)", _bytes_upper_bound(state), bound="upper")
         changed = True
     if "D" in state.free and io_ram_levels < 2:
         if io_ram_levels == 0 or "b" not in state.free:

@@ -54,7 +54,9 @@ def specs_for(free: set[str], m: np.ndarray) -> list[ParamSpec]:
 @dataclass
 class FitProblem:
     """Least squares on relative error over the real-input points; `specs` are the free parameters,
-    `fixed` the values of the others, `fixed_notes` why a parameter is held fixed."""
+    `fixed` the values of the others, `fixed_notes` why a parameter is held fixed, `one_sided` which
+    fixed ones are only a bound ("lower" or "upper"). `ceiling_floor`: a free ceiling never goes
+    below the best of the points fitted (the measurements outrank the fitted plateau)."""
 
     v: np.ndarray
     m: np.ndarray
@@ -63,6 +65,8 @@ class FitProblem:
     fixed: dict[str, float]
     specs: list[ParamSpec]
     fixed_notes: dict[str, str] = field(default_factory=dict)
+    one_sided: dict[str, str] = field(default_factory=dict)
+    ceiling_floor: bool = False
 
     def to_theta(self, values: dict[str, float]) -> np.ndarray:
         out = []
@@ -71,10 +75,17 @@ class FitProblem:
             out.append(math.log(x) if sp.log else x)
         return np.array(out, dtype=float)
 
-    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        lo = [math.log(sp.low) if sp.log else sp.low for sp in self.specs]
+    def bounds(self, idx: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds of the free parameters when fitting the points `idx` (all by default)."""
+        floor = self.best(idx) if self.ceiling_floor else 0.0
+        lo = [math.log(max(sp.low, floor) if sp.key == "G" else sp.low) if sp.log else sp.low for sp in self.specs]
         hi = [math.log(sp.high) if sp.log else sp.high for sp in self.specs]
         return np.array(lo), np.array(hi)
+
+    def best(self, idx: np.ndarray | None = None) -> float:
+        """The highest rate among the points `idx` (all by default): the least the ceiling can be."""
+        y = self.y if idx is None else self.y[idx]
+        return float(np.max(y)) if y.size else 0.0
 
     def values(self, theta: np.ndarray) -> dict[str, float]:
         out = dict(self.fixed)
@@ -112,7 +123,7 @@ class FitProblem:
         return best, float(2 * best.cost)
 
     def _run(self, theta0: np.ndarray, budget: int, idx: np.ndarray | None) -> Any:
-        lo, hi = self.bounds()
+        lo, hi = self.bounds(idx)
         theta0 = np.clip(theta0, lo + 1e-12, hi - 1e-12)
         try:
             return least_squares(self.residuals, theta0, bounds=(lo, hi), args=(idx,),
@@ -142,7 +153,8 @@ def with_sharpness(problem: FitProblem) -> FitProblem:
     """The same problem with the smooth minimum's sharpness `p` free."""
     fixed = {k: v for k, v in problem.fixed.items() if k != "p"}
     return FitProblem(problem.v, problem.m, problem.bw, problem.y, fixed,
-                      list(problem.specs) + [ParamSpec.for_key("p")], problem.fixed_notes)
+                      list(problem.specs) + [ParamSpec.for_key("p")], problem.fixed_notes, problem.one_sided,
+                      problem.ceiling_floor)
 
 
 def leave_one_out(problem: FitProblem, values: dict[str, float]) -> list[float]:

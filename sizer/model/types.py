@@ -26,6 +26,7 @@ class Param:
     source: str  # one of SOURCES
     identifiable: bool = True
     note: str = ""
+    bound: str = ""  # "lower" or "upper" where a fixed value is only a bound on the real one
 
 
 @dataclass

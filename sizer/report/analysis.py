@@ -12,6 +12,7 @@ from sizer.variants import SYNTHETIC_INPUT
 
 NOISY_RATE_DROP = 0.10  # a rate that falls by more than this with more vCPUs says the host was busy
 ROUGH_MODEL_APE = 0.10  # a leave-one-out median error above this makes predictions rough
+NOISY_POINTS_WARNED = 2  # the fewest noisy points of a workload that make a warning
 # CPU-bound windows at one vCPU count whose CPU time per sample differs by more than this ran at
 # different speeds of the host (3.3 against 4.9 ms an image at 2 vCPUs on one measured host).
 CPU_COST_SPREAD = 0.20
@@ -157,8 +158,10 @@ def ram_needs(fit: Any, ceiling: float | None, tolerance: float, vcpus: int, dis
 
 # ---------------------------------------------------------------------------- warnings
 def _noisy_warning(usable: list[Point]) -> str | None:
+    """Two noisy points or more: one is chance (3 of 100 points on an idle host, docs/PERFORMANCE.md,
+    "The noisy threshold"), and the card's count shows it."""
     noisy = [p for p in usable if p.status == "noisy"]
-    if not noisy:
+    if len(noisy) < NOISY_POINTS_WARNED:
         return None
     # The median as well as the worst: a loader-fed point at few vCPUs holds a handful of rounds, and
     # one sub-window holding a burst can read many times its neighbours' rate.
@@ -223,6 +226,14 @@ def _rough_model_warning(fit: Any) -> str | None:
     if loo is None or loo <= ROUGH_MODEL_APE:
         return None
     return f"The model misses held-out points by a median {loo:.0%}: its predictions for unmeasured shapes are rough."
+
+
+def busy_host_signs(points: Sequence[Point]) -> list[str]:
+    """The warnings that speak of the host rather than the model: noisy points and rates that fall
+    with more vCPUs. Only these raise the report's "busy or unstable host" notice."""
+    usable = [p for p in points if p.usable]
+    pipeline = [p for p in usable if p.input != SYNTHETIC_INPUT]
+    return [w for w in (_noisy_warning(usable), _falling_rate_warning(pipeline)) if w]
 
 
 def quality_warnings(points: Sequence[Point], fit: Any, cpu_cost: bool = False) -> list[str]:

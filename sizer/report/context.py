@@ -16,7 +16,9 @@ from sizer import __version__
 from sizer.errors import SizerError
 from sizer.method import method_summary
 from sizer.points import Point, combine_passes
+from sizer.confidence import DEFAULT_CONFIDENCE, check_confidence
 from sizer.report.load import host_gpu_names
+from sizer.report.trust import host_speed_timelines
 from sizer.report.values import jsonable, significant
 from sizer.report.workload import SizingTerms, disk_order, workload_context
 from sizer.store import sweep_calibration_ips
@@ -178,6 +180,7 @@ def _calibration(points: Sequence[Point], sweeps: Sequence[Any]) -> dict[str, An
         "ips_per_vcpu": significant(statistics.median(rates), 6) if rates else None,
         "source": "points" if calib_points else ("sweep calibration" if calib_sweeps else None),
         "per_sweep": [{"sweep": s.id, **(s.calibration or {})} for s in sweeps if s.calibration],
+        "timelines": host_speed_timelines(sweeps),  # the host's speed over each sweep, where recorded
         "note": (
             "One vCPU's JPEG decode-and-augment rate on this host. Another CPU model scales the CPU-bound "
             "figures by the ratio of its calibration to this one."
@@ -252,8 +255,12 @@ def build_context(
     disk_classes: dict[str, Any] | None = None,
     source: str = "",
     cpu_cost: bool = False,
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> dict[str, Any]:
     """Everything the report shows, as plain JSON-able data (results.json is this, versioned).
+
+    `confidence`: the level of every range, and the recommendation is the cheapest option that
+    meets the tolerance at the pessimistic end of its range at that level (0.5: the figure itself).
 
     Each shape is shown at the median of its passes. `cpu_cost`: the model is fitted on CPU-bound
     figures with each window's CPU time per sample taken out (`sizer.model.take_out_cpu_cost`); the
@@ -265,13 +272,14 @@ def build_context(
     if not points:
         raise SizerError("no points to report (measure some with `sizer sweep`, or give --input points.csv)")
     _check_options(tolerance, dataset_gib)
+    check_confidence(confidence)
     disk_classes = disk_classes if disk_classes is not None else load_disk_classes()
 
     hosts = _hosts(sweeps)
     host_gpus = [g for h in hosts for g in h["gpus"]] + [p.gpu_model for p in points if p.gpu_model]
     target, target_source = _target_gpu(gpu, host_gpus)
     catalog = _target_catalog(target, gpu, catalog_files)
-    terms = SizingTerms(catalog, target, tolerance, disk_classes, dataset_gib, job_samples, cpu_cost)
+    terms = SizingTerms(catalog, target, tolerance, disk_classes, dataset_gib, job_samples, cpu_cost, confidence)
     return jsonable({
         "schema_version": RESULTS_SCHEMA_VERSION,
         "sizer_version": __version__,
@@ -284,6 +292,7 @@ def build_context(
         "dataset_gib": dataset_gib,
         "job_samples": job_samples,
         "cpu_cost": cpu_cost,
+        "confidence": confidence,
         "workloads": _workloads(measured, points, terms),
         "catalog": _catalog_summary(catalog, catalog_files),
         "hosts": hosts,
@@ -297,3 +306,12 @@ def build_context(
         ],
         "reproduce": {"command": command, "sweep_commands": sorted({s.command for s in sweeps if s.command})},
     })
+
+
+def nothing_sized(context: dict[str, Any]) -> str | None:
+    """Why no workload of a report could be sized (each one's reason), or None when one could."""
+    workloads = context["workloads"]
+    if any(wl["sized"] for wl in workloads):
+        return None
+    reasons = "; ".join(f"{wl['workload']}: {wl['no_recommendation']}" for wl in workloads)
+    return f"no workload could be sized ({reasons})"

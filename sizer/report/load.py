@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from sizer.errors import SizerError
 
@@ -41,15 +41,18 @@ def inputs_from_store(store: Any, sweep_id: int | None = None) -> dict[str, Any]
     return {"points": store.points(sweep_id), "sweeps": sweeps, "enforcement": enforcement}
 
 
-def load_inputs(store: str | Path | None, input_file: str | Path | None) -> dict[str, Any]:
-    """Points (and, from a store, sweeps and enforcement) from exactly one of a store or a points file."""
+def load_inputs(store: str | Path | None, input_file: str | Path | None,
+                disk_classes: Iterable[str] | None = None) -> dict[str, Any]:
+    """Points (and, from a store, sweeps and enforcement) from exactly one of a store or a points
+    file; a points file's disk classes must be among `disk_classes` (default: the built-in table)."""
     from sizer.points import read_points_csv
     from sizer.store import Store
 
     if store and input_file:
         raise SizerError("give either --store or --input, not both")
     if input_file:
-        return {"points": read_points_csv(input_file), "sweeps": [], "enforcement": None, "source": str(input_file)}
+        points = read_points_csv(input_file, disk_classes)
+        return {"points": points, "sweeps": [], "enforcement": None, "source": str(input_file)}
     if not store:
         raise SizerError("give --store PATH (a sweep's store, e.g. results/sizer.sqlite) or --input points.csv")
     with Store(store, create=False) as opened:

@@ -11,9 +11,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from sizer.confidence import DEFAULT_CONFIDENCE
 from sizer.method import method_notes
-from sizer.points import Point
+from sizer.points import Point, unsized_reason
 from sizer.report.analysis import (
+    busy_host_signs,
     fit_ceiling,
     out_of_memory,
     predict_throughput,
@@ -23,6 +25,7 @@ from sizer.report.analysis import (
     vcpu_knee,
 )
 from sizer.report.options import recommend_options, summary_sentence
+from sizer.report.trust import add_point_ranges, knee_range_summary, model_trust
 from sizer.report.values import finite_number, significant
 from sizer.variants import SYNTHETIC_INPUT
 
@@ -40,6 +43,7 @@ class SizingTerms:
     dataset_gib: float | None = None
     job_samples: float | None = None
     cpu_cost: bool = False
+    confidence: float = DEFAULT_CONFIDENCE  # the level of every range and of the pick
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,7 @@ def _header(name: str, points: Sequence[Point], fit: Any, cpu_cost: bool) -> dic
         "decodes": sorted({p.decode for p in usable if p.input != SYNTHETIC_INPUT}),
         "fitted": fit is not None,
         "warnings": quality_warnings(points, fit, cpu_cost) + method_notes(points),
+        "busy_host": bool(busy_host_signs(points)),
         "n_noisy": sum(1 for p in usable if p.status == "noisy"),
     }
 
@@ -236,8 +241,11 @@ def _unfitted_parts(points: Sequence[Point], tolerance: float) -> dict[str, Any]
         "ceiling_name": "ceiling",
         "ceiling_how": None,
         "recommendation": None,
-        "no_recommendation": f"too few usable points to fit a model ({n_usable} of {len(points)})",
-        "knee": {"tolerance": tolerance, "by_decode": vcpu_knee(points, None, tolerance), "predicted_vcpus": None},
+        "no_recommendation": unsized_reason(points)
+        or f"too few usable points to fit a model ({n_usable} of {len(points)})",
+        "knee": {"tolerance": tolerance, "by_decode": vcpu_knee(points, None, tolerance), "predicted_vcpus": None,
+                 "range": None},
+        "model_trust": None,
         "needs": {"by_disk": [], "disk_class": None, "ram_gib": None, "out_of_memory": out_of_memory(points)},
         "model": None,
         "points": [_point_row(p, None) for p in points],
@@ -247,11 +255,17 @@ def _unfitted_parts(points: Sequence[Point], tolerance: float) -> dict[str, Any]
 
 
 def _fitted_parts(points: Sequence[Point], fit: Any, terms: SizingTerms) -> dict[str, Any]:
+    from sizer.model.uncertainty import fit_draws
+
     sizing = _size(points, fit, terms)
     recommendation, why_none, considered = recommend_options(
         fit, terms.catalog, terms.target, tolerance=terms.tolerance, disk_classes=terms.disk_classes,
-        job_samples=terms.job_samples)
+        job_samples=terms.job_samples, confidence=terms.confidence)
     chosen = (recommendation or {}).get("chosen")
+    draws = fit_draws(fit)
+    rows = _point_rows(points, fit)
+    add_point_ranges(rows, points, fit, draws, terms.confidence)
+    v_max = max((p.vcpus for p in points if p.usable), default=1)
     return {
         "ceiling": sizing.ceiling,
         "ceiling_name": fit.ceiling_name,
@@ -264,18 +278,25 @@ def _fitted_parts(points: Sequence[Point], fit: Any, terms: SizingTerms) -> dict
             "by_decode": vcpu_knee(points, sizing.ceiling, terms.tolerance, fit.ceiling_name),
             "predicted_vcpus": sizing.knee_vcpus,
             "predicted_at": {"ram_gib": sizing.ram_high, "disk_mbps": sizing.fastest_mbps},
+            "range": knee_range_summary(fit, draws, terms.tolerance, terms.confidence, sizing.ram_high,
+                                        sizing.fastest_mbps, max(v_max * 4, 64)),
         },
         "needs": _needs(points, sizing, chosen),
         "model": _model_summary(fit),
-        "points": _point_rows(points, fit),
+        "model_trust": model_trust(fit, terms.tolerance),
+        "points": rows,
         "curves": _curves(fit, points, sizing.disks, sizing.ram_high / 2),
         "catalog_rows": considered,
     }
 
 
 def workload_context(name: str, points: Sequence[Point], fit: Any, terms: SizingTerms) -> dict[str, Any]:
-    """Everything the report shows of one fitted group of points; `fit` None: too few usable points."""
-    ctx = _header(name, points, fit, terms.cpu_cost)
-    ctx.update(_fitted_parts(points, fit, terms) if fit is not None else _unfitted_parts(points, terms.tolerance))
+    """Everything the report shows of one fitted group of points; `fit` None: too few usable points.
+    A group without a usable real-input point is not sized (`sized` false), fitted or not: a
+    synthetic-input ceiling alone says nothing of the CPU, disk and RAM an instance needs."""
+    sized = fit is not None and unsized_reason(points) is None
+    ctx = _header(name, points, fit if sized else None, terms.cpu_cost)
+    ctx.update(_fitted_parts(points, fit, terms) if sized else _unfitted_parts(points, terms.tolerance))
+    ctx["sized"] = sized
     ctx["summary"] = summary_sentence(name, ctx["unit"], ctx["recommendation"], ctx["no_recommendation"])
     return ctx

@@ -6,6 +6,8 @@ Order of work (nothing is measured before every input is known good):
   2. take the per-host lock; remove limit groups left by a killed sweep (`execute`);
   3. probe the host, open the store, start (or resume) the sweep;
   4. prepare datasets once (`data`); calibrate one vCPU (cpu-calibrate) once per host (`calibration`);
+     measure the host's speed at the start of the run, every 10 minutes and at the end (`timeline`);
+     a plan that leaves its passes to the host takes them now (`defaults`);
   5. for each point (`measure`): evict the dataset's pages, create the shape's limit group, run a
      fresh worker in it, remove the group, commit the point at once; with `--refine N`, once the
      passes are stored, fit each workload and measure once more its N shapes the model predicts

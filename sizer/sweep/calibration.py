@@ -1,6 +1,7 @@
 """A sweep's calibration: one vCPU's decode-and-augment rate (and each vCPU's with the plan's largest
 vCPU count decoding at once), so a sweep on this CPU model can be scaled to another. Measured once
-per host and CPU work, then reused by later sweeps of that host."""
+per host and CPU work, then reused by later sweeps of that host; the host's speed over each sweep
+is measured anew (sizer.sweep.timeline)."""
 
 from __future__ import annotations
 
@@ -9,39 +10,51 @@ from typing import Any
 from sizer.points import USABLE_STATUSES
 from sizer.shapes import InstanceShape, PlannedPoint
 from sizer.sweep.data import Dataset
+from sizer.sweep.defaults import REPEAT_BUDGET_S, REPEATS
 from sizer.sweep.measure import measure_point
 from sizer.sweep.plan import CALIBRATION_BUDGET_S, CALIBRATION_WORKLOAD, SweepPlan
-from sizer.units import GIB
+from sizer.sweep.timeline import alone_point, entry_of, measure_repeats
 
 
-def calibrate(plan: SweepPlan, datasets: dict[str, Dataset]) -> dict[str, Any]:
-    """One vCPU's decode-and-augment rate, so a sweep on this CPU model can be scaled to another."""
+def calibrate(plan: SweepPlan, datasets: dict[str, Dataset], at_s: float = 0.0) -> dict[str, Any]:
+    """One vCPU's decode-and-augment rate: the median of REPEATS measurements in one worker, whose
+    entry (`at_s` seconds into the sweep) starts the sweep's timeline; `spread` is theirs."""
     cls = plan.classes.get(CALIBRATION_WORKLOAD)
     if cls is None:
         return {"status": "skipped", "reason": f"workload {CALIBRATION_WORKLOAD} is not installed"}
-    disk = "local-nvme" if "local-nvme" in plan.disk_table else next(iter(plan.disk_table))
-    shape = InstanceShape(1, plan.host_ram / GIB, disk)
-    point = PlannedPoint(CALIBRATION_WORKLOAD, plan.profile, shape)
-    run = measure_point(plan, point, datasets, memory_limit=False, time_budget_s=CALIBRATION_BUDGET_S.get(plan.profile, 10.0))
+    run = measure_repeats(plan)
     r = run.result
+    entry = entry_of(run, at_s)
     calibration = {
         "workload": CALIBRATION_WORKLOAD,
         "status": r.status,
         "unit": r.unit,
-        "throughput": r.throughput,
-        "spread": r.spread,
+        "throughput": entry["median"] if entry else r.throughput,
+        "spread": entry["spread"] if entry else r.spread,
         "vcpus": 1,
         "cpus": r.extra.get("cpus"),
         "wall_s": round(run.wall_s, 3),
         "error": r.error,
         "method": r.extra.get("method", ""),
     }
-    if r.status in USABLE_STATUSES and r.throughput > 0:
-        calibration["ips_per_vcpu"] = r.throughput
+    if entry is not None:
+        calibration["ips_per_vcpu"] = entry["median"]
+        calibration["timeline"] = [entry]
         busy = _largest_vcpus(plan)
         if busy > 1:
-            calibration.update(_loaded_calibration(plan, datasets, shape, busy))
+            calibration.update(_loaded_calibration(plan, datasets, alone_point(plan).shape, busy))
     return calibration
+
+
+def calibration_note(plan: SweepPlan) -> str:
+    """What the calibration about to run does, and for about how long: said before it starts, as
+    nothing else is printed meanwhile."""
+    budget = CALIBRATION_BUDGET_S.get(plan.profile, 10.0)
+    busy = _largest_vcpus(plan)
+    runs = f"{REPEATS} times on 1 vCPU (about {REPEAT_BUDGET_S:.0f} s each)"
+    runs += f", then on {busy} vCPUs at once (about {budget:.0f} s)" if busy > 1 else ""
+    return (f"calibrating the CPU: {CALIBRATION_WORKLOAD} decodes and augments JPEGs {runs}, "
+            "so this sweep can be scaled to another CPU model")
 
 
 def _largest_vcpus(plan: SweepPlan) -> int:
@@ -80,5 +93,6 @@ def calibration_of_host(store: Any, host_id: int, plan: SweepPlan) -> dict[str, 
             continue  # measured another per-image work: the figures do not compare
         if busy > 1 and int(cal.get("loaded_vcpus") or 0) < busy:
             continue
-        return dict(cal, from_sweep=row.id)
+        # Its timeline is that sweep's host: this sweep measures its own.
+        return {**{k: v for k, v in cal.items() if k != "timeline"}, "from_sweep": row.id}
     return None

@@ -14,10 +14,12 @@ from sizer.lock import HostLock
 from sizer.points import USABLE_STATUSES
 from sizer.runner import PointRun
 from sizer.shapes import PlannedPoint
-from sizer.sweep.calibration import calibrate, calibration_of_host
+from sizer.sweep.calibration import calibrate, calibration_note, calibration_of_host
 from sizer.sweep.data import Dataset, prepare_datasets
+from sizer.sweep.defaults import host_speed_entry_s
 from sizer.sweep.measure import keep_steadier, measure_point, wants_repeat
 from sizer.sweep.outputs import (
+    about_minutes,
     count_statuses,
     dry_run_summary,
     point_summary,
@@ -27,6 +29,7 @@ from sizer.sweep.outputs import (
 from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan, load_workload_classes, plan_sweep
 from sizer.sweep.progress import SweepProgress
 from sizer.sweep.refine import refine_points
+from sizer.sweep.timeline import HostSpeed, describe, start_spread
 from sizer.sweep.signals import check_stop, stop_on_signals
 
 OnPoint = Callable[[dict[str, Any]], None]
@@ -90,7 +93,7 @@ class _SweepRun:
     running counts and the summary the sweep hands back."""
 
     def __init__(self, plan: SweepPlan, opts: SweepOptions, store: Any, summary: dict[str, Any], started: float,
-                 on_point: OnPoint | None):
+                 on_point: OnPoint | None, progress: bool = False):
         self.plan, self.opts, self.store, self.summary = plan, opts, store, summary
         self.started = started  # the slice's clock (--max-time)
         self.on_point = on_point
@@ -99,10 +102,12 @@ class _SweepRun:
         self.stored: dict[str, Any] = {}
         self.todo: list[PlannedPoint] = []
         self.datasets: dict[str, Dataset] = {}
-        self.bar = SweepProgress(0, 0.0, enabled=False)
+        self.bar = SweepProgress(0, 0.0, enabled=progress)  # until measuring starts: notes only
         self.completed = 0
         self.left = 0  # points past the time limit
         self.walls: list[float] = []
+        self.host_speed = HostSpeed(plan, store, 0, time.time())  # the sweep's own once it is open
+        self.finished = False  # the sweep was finished before this run
 
     def open(self, host: dict[str, Any]) -> None:
         """Start the sweep, or with --resume take up the newest one of the same plan on this host."""
@@ -115,13 +120,19 @@ class _SweepRun:
         else:
             sweep_id = store.start_sweep(self.host_id, self.opts.command, plan.config)
         self.sweep_id = sweep_id
+        sweep_row = next(s for s in store.sweeps() if s.id == sweep_id)
+        self.host_speed = HostSpeed(plan, store, sweep_id, sweep_row.started)
+        self.finished = sweep_row.finished is not None
         self.done = store.point_keys(sweep_id)
         self.summary.update({"sweep_id": sweep_id, "store": str(plan.store), "resumed": resumed})
         if self.opts.resume and not resumed:
             plan.notes.append("no earlier sweep with this plan in the store: starting a new one")
-        self.todo = [p for p in plan.points if p.key not in self.done]
-        self.summary["skipped"] = len(plan.points) - len(self.todo)
+        self._count_todo()
         self.stored = {row["key"]: row for row in store.point_rows(sweep_id)}
+
+    def _count_todo(self) -> None:
+        self.todo = [p for p in self.plan.points if p.key not in self.done]
+        self.summary["skipped"] = len(self.plan.points) - len(self.todo)
 
     def _known_calibration(self) -> tuple[dict[str, Any], bool]:
         """(the sweep's calibration so far, whether it still has to be measured): a resumed sweep's
@@ -140,25 +151,75 @@ class _SweepRun:
         """The datasets the points to measure read, and the calibration, measured where none is known."""
         plan = self.plan
         calibration, measure_calibration = self._known_calibration()
+        self._choose_passes(calibration)
+        self._say_plan()
         kinds = list(plan.datasets)
         if measure_calibration and plan.classes[CALIBRATION_WORKLOAD].dataset:
             kinds = sorted(set(kinds) | {plan.classes[CALIBRATION_WORKLOAD].dataset})
-        self.datasets = prepare_datasets(plan, kinds) if (self.todo or measure_calibration) else {}
+        if self.todo or measure_calibration:
+            if kinds:
+                self.bar.note(f"datasets: {', '.join(kinds)} under {plan.data_dir} (generated once, then reused)")
+            self.datasets = prepare_datasets(plan, kinds)
         self.summary["datasets"] = {k: {"path": str(d.path), "bytes": d.nbytes} for k, d in self.datasets.items()}
         if measure_calibration:
-            calibration = calibrate(plan, self.datasets)
+            self.bar.note(calibration_note(plan))
+            calibration = calibrate(plan, self.datasets, self.host_speed.at_s())
             self.store.set_calibration(self.sweep_id, calibration)
         self.summary["calibration"] = calibration
+        self._follow_host_speed(calibration, measure_calibration)
 
-    def measure_all(self, progress: bool) -> None:
+    def _say_plan(self) -> None:
+        """The plan and its estimate, before anything starts."""
+        plan = self.plan
+        passes = f"{plan.passes} pass{'es' if plan.passes > 1 else ''}"
+        passes += f", then --refine {plan.refine}" if plan.refine else ""
+        passes += f" ({plan.passes_reason})" if plan.passes_reason else ""
+        count = f"{len(plan.points)} point{'s' if len(plan.points) != 1 else ''}"
+        self.bar.note(f"plan: {count} in {passes}, {len(self.todo)} to measure; the whole sweep "
+                      f"{about_minutes(plan.estimate_s(self.opts.calibrate))}")
+
+    def _follow_host_speed(self, calibration: dict[str, Any], measured_now: bool) -> None:
+        """This run's start entry of the host's speed (the calibration just measured holds it), where
+        it has points to measure; then the passes it chooses."""
+        if measured_now or self.todo or (self.plan.refine and not self.finished):
+            entry = self.host_speed.begin(calibration, measured_now)
+            if entry is not None:
+                self.bar.note(describe(entry))
+        if self._choose_passes(calibration) and self.plan.datasets and not self.datasets:
+            self.datasets = prepare_datasets(self.plan)  # points gained after the datasets were left out
+
+    def _choose_passes(self, calibration: dict[str, Any]) -> bool:
+        """A plan whose start calibration chooses its passes (defaults.choose_passes) takes more
+        where the sweep's first entry spread too far (a resumed sweep chooses again from it); whether
+        it did now."""
+        if not self.plan.apply_start_spread(start_spread(calibration)):
+            return False
+        self._count_todo()
+        self.plan.notes.append(f"{self.plan.passes} passes and --refine {self.plan.refine}: {self.plan.passes_reason}")
+        self.bar.note(self.plan.notes[-1])
+        return True
+
+    def _measure_host_speed(self, then_s: float) -> None:
+        """An entry of the host's speed, where the slice has time for it and `then_s` more."""
+        if past_deadline(self.opts.max_seconds, self.started, [], host_speed_entry_s() + then_s):
+            return
+        entry = self.host_speed.measure()
+        if entry is not None:
+            self.bar.note(describe(entry))
+
+    def measure_all(self) -> None:
         """Every point of the plan, then with --refine the shapes its models predict worst."""
         estimate = self.plan.estimate_point_s(self.todo[0]) if self.todo else 0.0
-        with SweepProgress(len(self.plan.points), estimate, enabled=progress) as self.bar:
+        if self.todo:
+            self.bar.note(f"measuring {len(self.todo)} of {len(self.plan.points)} points")
+        with SweepProgress(len(self.plan.points), estimate, enabled=self.bar.enabled) as self.bar:
             self.completed = self.summary["skipped"]
             for point in self.plan.points:
                 self.visit(point)
             if self.plan.refine and not self.left:
                 self.refine()
+            if self.host_speed.enabled and self.host_speed.points_since:
+                self._measure_host_speed(0.0)  # the end of this run
 
     def refine(self) -> None:
         """`--refine`: measure once more the shapes chosen from the passes' measurements alone, so a
@@ -184,19 +245,22 @@ class _SweepRun:
         if self.left or past_deadline(self.opts.max_seconds, self.started, self.walls, self.plan.estimate_point_s(point)):
             self.left += 1
             return
+        if self.host_speed.due():
+            self._measure_host_speed(self.plan.estimate_point_s(point))
         self.bar.start(self.completed + 1, point.label(), self.completed)
         t0 = time.monotonic()
         run = self._measure_steadily(point, t0)
         self.store.add_point(self.sweep_id, point.key, point.shape.as_dict(), run.result, run.enforced, run.started)
+        self.host_speed.point_done()
         self.completed += 1
         elapsed = time.monotonic() - t0
         self.walls.append(elapsed)
-        self.bar.finish(self.completed, elapsed)
         row = point_summary(point, run.result, run.wall_s, skipped=False)
+        self.bar.finish(self.completed, elapsed, row)
         self.summary["points"].append(row)
         if self.on_point is not None:
             self.on_point(row)
-        if run.result.status not in USABLE_STATUSES:
+        if run.result.status not in USABLE_STATUSES and self.bar.live:  # a plain line says it already
             self.bar.note(f"[yellow]{point.label()}: {run.result.status}[/] {row['error']}")
 
     def _measure_steadily(self, point: PlannedPoint, t0: float) -> PointRun:
@@ -218,7 +282,11 @@ class _SweepRun:
         else:
             self.store.finish_sweep(self.sweep_id)
         try:
-            self.summary["outputs"] = write_sweep_outputs(self.store, self.sweep_id, self.opts) if self.opts.report else {}
+            files, not_sized = (write_sweep_outputs(self.store, self.sweep_id, self.opts, self.plan.disk_table)
+                                if self.opts.report else ({}, None))
+            self.summary["outputs"] = files
+            if not_sized and not self.left:  # a slice with points to go may size them yet
+                self.summary["not_sized"] = not_sized
         except ImportError as exc:  # the report's own dependencies missing: the points are stored anyway
             self.summary["outputs"] = {}
             self.plan.notes.append(f"no report written ({exc}); `sizer report --store {self.plan.store}` makes it later")
@@ -237,9 +305,9 @@ def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
     from sizer.store import Store
 
     plan = plan_sweep(opts)
+    _add_calibration_workload(plan, opts)  # before the dry run, whose estimate counts the calibration
     if opts.dry_run:
         return dry_run_summary(plan, opts)
-    _add_calibration_workload(plan, opts)
     summary: dict[str, Any] = {"profile": plan.profile, "points": [], "notes": plan.notes}
     started = time.monotonic()
     with HostLock(opts.lock_path), stop_on_signals():
@@ -247,10 +315,10 @@ def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
         plan.data_dir.mkdir(parents=True, exist_ok=True)
         host = host_info(plan)
         with Store(plan.store) as store:
-            sweep = _SweepRun(plan, opts, store, summary, started, on_point)
+            sweep = _SweepRun(plan, opts, store, summary, started, on_point, progress)
             sweep.open(host)
             sweep.prepare()
-            sweep.measure_all(progress)
+            sweep.measure_all()
             sweep.finish()
     summary["statuses"] = count_statuses(summary["points"])
     return summary
@@ -277,7 +345,7 @@ def run_single(
         workloads=[workload], vcpus=[vcpus], ram_bytes=[ram_bytes], disks=[disk], profile=profile,
         data_dir=data_dir, config=dict(config or {}), disk_classes_file=disk_classes_file,
         time_budget_s=time_budget_s, ceiling=False, limits=limits, lock_path=lock_path, out_dir=None,
-        cpu_quota=cpu_quota,
+        cpu_quota=cpu_quota, passes=1, refine=0,
     )
     plan = plan_sweep(opts)
     point = plan.points[0]

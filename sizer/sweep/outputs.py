@@ -3,6 +3,7 @@ finished sweep writes (report.html, results.json, points.csv)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections import Counter
 from typing import Any
@@ -53,10 +54,31 @@ def count_statuses(rows: list[dict[str, Any]]) -> dict[str, int]:
     return dict(Counter(r["status"] for r in rows))
 
 
+def about_minutes(seconds: float) -> str:
+    minutes = max(1, round(seconds / 60))
+    return f"about {minutes} minute{'s' if minutes > 1 else ''}"
+
+
+def plan_outline(plan: SweepPlan, calibrate: bool) -> dict[str, Any]:
+    """The plan in a few words: its grid, its passes and why, and for a plan whose start
+    calibration chooses its passes, what a spread-out start would add."""
+    grid = {key: plan.config[key] for key in ("workloads", "vcpus", "ram_gib", "disks")}
+    outline: dict[str, Any] = {**grid, "passes": plan.passes, "refine": plan.refine, "passes_reason": plan.passes_reason}
+    if plan.on_spread is not None:
+        spread = copy.copy(plan)
+        spread.apply_start_spread(float("inf"))
+        seconds = spread.estimate_s(calibrate)
+        outline["if_start_spreads"] = {"passes": spread.passes, "refine": spread.refine, "points": len(spread.points),
+                                       "estimated_seconds": round(seconds, 1), "estimate": about_minutes(seconds)}
+    return outline
+
+
 def dry_run_summary(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any]:
+    seconds = plan.estimate_s(opts.calibrate)
     return {
         "dry_run": True,
         "profile": plan.profile,
+        "plan": plan_outline(plan, opts.calibrate),
         "points": [
             {**_point_identity(p),
              "settings": "" if p.ceiling else ", ".join(f"{k}={v}" for k, v in sorted(p.config.items())),
@@ -64,7 +86,8 @@ def dry_run_summary(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any]:
             for p in plan.points
         ],
         "calibration": opts.calibrate and CALIBRATION_WORKLOAD in plan.classes,
-        "estimated_seconds": round(plan.estimate_s(opts.calibrate), 1),
+        "estimated_seconds": round(seconds, 1),
+        "estimate": about_minutes(seconds),
         "estimate_note": "measuring only; generating missing datasets comes on top",
         "refine": {"shapes_per_workload": plan.refine, "at_most": plan.refine_count()} if plan.refine else None,
         "data_dir": str(plan.data_dir),
@@ -76,17 +99,22 @@ def dry_run_summary(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any]:
     }
 
 
-def write_sweep_outputs(store: Any, sweep_id: int, opts: SweepOptions) -> dict[str, str]:
-    """report.html, results.json and points.csv of this sweep, where the report module exists."""
+def write_sweep_outputs(store: Any, sweep_id: int, opts: SweepOptions, disk_table: dict[str, Any] | None = None
+                        ) -> tuple[dict[str, str], str | None]:
+    """report.html, results.json and points.csv of this sweep, where the report module exists;
+    with their paths, why no workload could be sized (None when one could, or when nothing was written)."""
     if opts.out_dir is None:
-        return {}
+        return {}, None
     try:
-        from sizer.report import inputs_from_store, write_outputs
+        from sizer.report import build_context, inputs_from_store, write_context
+        from sizer.report.context import nothing_sized
     except ImportError:
-        return {}
+        return {}, None
     inputs = inputs_from_store(store, sweep_id)
     if not inputs["points"]:
-        return {}
-    paths = write_outputs(inputs["points"], opts.out_dir, sweeps=inputs["sweeps"], gpu=opts.gpu, command=opts.command,
-                          enforcement=inputs["enforcement"])
-    return {name: str(path) for name, path in (paths or {}).items()}
+        return {}, None
+    context = build_context(inputs["points"], sweeps=inputs["sweeps"], gpu=opts.gpu, command=opts.command,
+                            enforcement=inputs["enforcement"], catalog_files=opts.catalog_files, disk_classes=disk_table,
+                            confidence=opts.confidence)
+    paths = write_context(context, inputs["points"], opts.out_dir)
+    return {name: str(path) for name, path in paths.items()}, nothing_sized(context)

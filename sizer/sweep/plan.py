@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from sizer import cache
+from sizer.confidence import DEFAULT_CONFIDENCE
 from sizer.diskclasses import DiskClass, get_disk_class, load_disk_classes
 from sizer.errors import SizerError
 from sizer.limits import LimitBackend, block_device_for, detect_backend
+from sizer.probe import hypervisor
 from sizer.runner import interpreter_for
 from sizer.shapes import (
     MAX_PASSES,
@@ -26,34 +28,23 @@ from sizer.shapes import (
     check_fits,
     host_cpus,
     host_ram_bytes,
-    round_up_gib,
 )
-from sizer.sweep.data import GENERATED_DATASETS, dataset_bytes_estimate
+from sizer.sweep import defaults
+from sizer.sweep.data import GENERATED_DATASETS
 from sizer.units import GIB
 from sizer.variants import Variant
 from workloads.protocol import PROFILES, Workload
 
-DEFAULT_WORKLOADS = ("resnet50-train", "resnet50-infer", "imagenet-preprocess", "ptb-lstm-train")
-# On a GPU host the training workload also runs with JPEG decoding on the GPU (nvjpeg): the other
-# answer to "how many vCPUs does this GPU need".
-GPU_EXTRA_WORKLOADS = ("resnet50-train:decode=gpu",)
-DEFAULT_VCPUS = (1, 2)
-DEFAULT_DISKS = ("local-nvme", "standard")
 DEFAULT_OUT = Path("results")
 STORE_NAME = "sizer.sqlite"
 CALIBRATION_WORKLOAD = "cpu-calibrate"
 
 # Per-point time budgets (Spec.time_budget_s): warm-up and the measured window of a point. The
 # default grid on a 2-core host without a GPU (16 points + 2 ceilings + calibration) must finish
-# well inside 15 min; on a GPU host a point (with about 12 s to start a PyTorch worker) should take
-# under a minute, so a 150-point grid fits a few hours.
-TIME_BUDGET_S = {"cpu-small": 12.0, "gpu": 18.0}
+# well inside 15 min. On a GPU host, 10 s is the budget of the examples' training sweeps, whose
+# windows held 6-7 s of whole loader rounds; the default sweep then fits 30 minutes (defaults.py).
+TIME_BUDGET_S = {"cpu-small": 12.0, "gpu": 10.0}
 CALIBRATION_BUDGET_S = {"cpu-small": 8.0, "gpu": 20.0}
-# Seconds a worker needs before its first step (interpreter, framework import, model build).
-STARTUP_S = {"pytorch": 8.0, "mxnet": 6.0, "pillow": 3.0, "python": 1.0}
-DEFAULT_STARTUP_S = 8.0
-# Memory a worker itself needs besides the cached dataset (interpreter, framework, model, loader).
-FOOTPRINT_GIB = {"cpu-small": 3.0, "gpu": 24.0}
 
 
 def default_data_dir() -> Path:
@@ -73,6 +64,8 @@ class SweepOptions:
     out_dir: Path | None = DEFAULT_OUT
     data_dir: Path | None = None
     gpu: str | None = None
+    catalog_files: tuple[Path, ...] = ()  # the report's own catalogs besides the built-in ones (--catalog)
+    confidence: float = DEFAULT_CONFIDENCE  # the report's ranges and the level its pick holds at (--confidence)
     resume: bool = False
     dry_run: bool = False
     config: dict[str, Any] = field(default_factory=dict)  # overrides for every point (--set)
@@ -84,8 +77,10 @@ class SweepOptions:
     max_seconds: float | None = None  # start no point that would end past this many seconds (a slice)
     cpu_quota: bool = False  # a CFS quota of the vCPUs on top of the cpuset (a container's CPU limit)
     repeat_spread: float | None = None  # measure a point once more when its windows spread by more
-    passes: int = 1  # measurements of every shape, at different moments (shapes.pass_order)
-    refine: int = 0  # after the passes, measure once more each workload's N worst-predicted shapes
+    # Measurements of every shape, at different moments (shapes.pass_order); None: the host decides
+    # (defaults.choose_passes).
+    passes: int | None = None
+    refine: int | None = None  # after the passes, measure once more each workload's N worst-predicted shapes
     command: str = ""
     report: bool = True
 
@@ -110,6 +105,19 @@ class SweepPlan:
     cpu_quota: bool = False
     passes: int = 1
     refine: int = 0
+    passes_reason: str = ""  # why the plan measures in this many passes, where the host chose
+    # The points, passes and refine the plan takes if its start calibration spreads (apply_start_spread).
+    on_spread: tuple[list[PlannedPoint], int, int] | None = None
+
+    def apply_start_spread(self, spread: float | None) -> bool:
+        """Take the plan's points of more passes where the sweep's start calibration spread by more
+        than defaults.START_SPREAD_LIMIT; whether the plan changed."""
+        if self.on_spread is None or spread is None or spread <= defaults.START_SPREAD_LIMIT:
+            return False
+        self.points, self.passes, self.refine = self.on_spread
+        self.on_spread = None
+        self.passes_reason = f"the start calibration spread by {spread:.0%}, over {defaults.START_SPREAD_LIMIT:.0%}"
+        return True
 
     def refine_count(self) -> int:
         """The most measurements `--refine` adds: N per workload entry, at most its grid."""
@@ -117,16 +125,19 @@ class SweepPlan:
         return sum(min(self.refine, n) for n in grids.values())
 
     def estimate_point_s(self, point: PlannedPoint) -> float:
-        cls = self.classes[point.workload]
-        startup = STARTUP_S.get(cls.framework, DEFAULT_STARTUP_S)
-        return self.time_budget_s + startup + 1.0  # + eviction and group setup
+        """Its budget and what a point of its workload costs besides (defaults.point_overhead_s)."""
+        framework = self.classes[point.workload].framework
+        return self.time_budget_s + defaults.point_overhead_s(self.profile, point.workload, point.config, framework)
 
     def estimate_s(self, calibrate: bool = True) -> float:
+        """The points, the most `--refine` adds, and with `calibrate` the calibration and the host's
+        speed measured during the sweep."""
         total = sum(self.estimate_point_s(p) for p in self.points)
         if self.refine and self.points:
             total += self.refine_count() * self.estimate_point_s(self.points[-1])
         if calibrate and CALIBRATION_WORKLOAD in self.classes:
-            total += CALIBRATION_BUDGET_S.get(self.profile, 10.0) + DEFAULT_STARTUP_S
+            largest = max((p.shape.vcpus for p in self.points), default=1)
+            total += defaults.calibration_s(total, CALIBRATION_BUDGET_S.get(self.profile, 10.0) if largest > 1 else None)
         return total
 
 
@@ -171,59 +182,55 @@ def parse_workload_entry(entry: str) -> tuple[str, dict[str, Any]]:
     return variant.workload, variant.config
 
 
-def default_workloads(profile: str) -> tuple[str, ...]:
-    return DEFAULT_WORKLOADS + (GPU_EXTRA_WORKLOADS if profile == "gpu" else ())
-
-
-def _check_variant(name: str, cls: type[Workload], profile: str, variant: dict[str, Any]) -> None:
+def _check_settings(name: str, cls: type[Workload], profile: str, settings: dict[str, Any], source: str = "") -> None:
+    """Each setting must be one the workload has, with a value it allows (`Workload.setting_problem`)."""
     known = cls.defaults.get(profile, {})
-    unknown = sorted(k for k in variant if k not in known)
-    if unknown:
-        raise SizerError(f"workload {name} has no setting {unknown[0]!r} (has: {', '.join(sorted(known))})")
+    for key, value in settings.items():
+        if key not in known:
+            raise SizerError(f"{source}workload {name} has no setting {key!r} (has: {', '.join(sorted(known))})")
+        problem = cls.setting_problem(profile, key, value)
+        if problem:
+            raise SizerError(f"{source}workload {name}: {problem}")
 
 
-def _checked_classes(parsed: list[tuple[str, dict[str, Any]]], profile: str) -> dict[str, type[Workload]]:
-    """The workload classes of the entries, each with the profile, its interpreter and the entry's
-    settings checked."""
+def _checked_classes(parsed: list[tuple[str, dict[str, Any]]], profile: str,
+                     overrides: dict[str, Any]) -> dict[str, type[Workload]]:
+    """The workload classes of the entries, each with the profile, its interpreter, the entry's
+    settings and the settings of every point (`--set`) checked."""
     classes = load_workload_classes(list(dict.fromkeys(name for name, _ in parsed)))
     for name, cls in classes.items():
         if profile not in cls.defaults:
             raise SizerError(f"workload {name} has no profile {profile!r} (has {', '.join(sorted(cls.defaults))})")
+        _check_settings(name, cls, profile, overrides, source="--set: ")
         interpreter_for(cls.interpreter)  # a missing MXNet environment is refused now, not mid-sweep
     for name, variant in parsed:
-        _check_variant(name, classes[name], profile, variant)
+        _check_settings(name, classes[name], profile, variant)
+        problem = classes[name].config_problem(profile, {**overrides, **variant})
+        if problem:
+            raise SizerError(f"workload {name}: {problem}")
     return classes
 
 
 # ---------------------------------------------------------------- shapes, data and limits
-def _checked_disks(opts: SweepOptions) -> tuple[list[str], dict[str, DiskClass]]:
+def _checked_disks(opts: SweepOptions, profile: str) -> tuple[list[str], dict[str, DiskClass]]:
     """The plan's disk classes, each known to the disk-class table (built-in, or the given file)."""
     disk_table = load_disk_classes(opts.disk_classes_file)
-    disks = list(dict.fromkeys(opts.disks or DEFAULT_DISKS))
+    disks = list(dict.fromkeys(opts.disks or defaults.default_disks(profile)))
     for d in disks:
         get_disk_class(d, disk_table)
     return disks, disk_table
 
 
-def default_ram_gib(profile: str, datasets: list[str], host_ram: int) -> float:
-    """One RAM level that holds the largest dataset in the page cache beside the worker's own
-    footprint, where the host has that much (else what the host has, less 1 GiB)."""
-    biggest = max([dataset_bytes_estimate(d, profile) for d in datasets] or [0])
-    wanted = round_up_gib(FOOTPRINT_GIB.get(profile, 3.0) * GIB + 1.25 * biggest)
-    room = math.floor(max(host_ram - GIB, GIB // 2) / GIB * 2) / 2
-    return min(wanted, room)
-
-
-def _vcpu_levels(opts: SweepOptions, cpus: HostCpus) -> list[int]:
+def _vcpu_levels(opts: SweepOptions, profile: str, cpus: HostCpus) -> list[int]:
     if opts.vcpus:
         return sorted(set(opts.vcpus))
-    return [v for v in DEFAULT_VCPUS if v <= cpus.threads] or [cpus.threads]
+    return defaults.default_vcpu_levels(profile, cpus)
 
 
-def _ram_levels(opts: SweepOptions, profile: str, datasets: list[str], host_ram: int) -> list[float]:
+def _ram_levels(opts: SweepOptions, profile: str, datasets: list[str], vcpus: list[int], host_ram: int) -> list[float]:
     if opts.ram_bytes:
         return sorted({round(b / GIB, 4) for b in opts.ram_bytes})
-    return [default_ram_gib(profile, datasets, host_ram)]
+    return defaults.default_ram_levels(profile, datasets, max(vcpus), host_ram)
 
 
 def _check_shapes_fit(vcpus: list[int], ram_gib: list[float], disks: list[str], cpus: HostCpus, host_ram: int) -> None:
@@ -278,16 +285,29 @@ def _limit_backend(name: str | None) -> tuple[LimitBackend, list[str]]:
 
 def _time_budget(opts: SweepOptions, profile: str) -> float:
     budget = float(opts.time_budget_s if opts.time_budget_s is not None else TIME_BUDGET_S.get(profile, 30.0))
-    if budget <= 0:
-        raise SizerError(f"time budget must be positive, got {budget:g}")
+    if not (math.isfinite(budget) and budget > 0):
+        raise SizerError(f"time budget must be a positive number of seconds, got {budget:g}")
     return budget
 
 
-def _check_refine(opts: SweepOptions) -> None:
-    if opts.refine < 0:
-        raise SizerError(f"--refine wants 0 (off) or more shapes per workload, got {opts.refine}")
-    if opts.refine and opts.passes >= MAX_PASSES:
-        raise SizerError(f"--refine measures a pass beyond --passes: give --passes below {MAX_PASSES}, got {opts.passes}")
+def _check_target_gpu(opts: SweepOptions) -> None:
+    """The report's catalogs read, and `--gpu` names a GPU that one of their rows has: a sweep that
+    measured everything must not fail at its report."""
+    from sizer.catalog import load_catalog, normalize_gpu
+
+    if not opts.gpu and not opts.catalog_files:
+        return
+    rows = load_catalog(tuple(opts.catalog_files))
+    known = sorted({normalize_gpu(r.gpu) for r in rows})
+    if opts.gpu and normalize_gpu(opts.gpu) not in known:
+        raise SizerError(f"--gpu {opts.gpu!r}: no catalog row has this GPU (known: {', '.join(known)})")
+
+
+def _check_refine(chosen: defaults.Passes) -> None:
+    if chosen.refine < 0:
+        raise SizerError(f"--refine wants 0 (off) or more shapes per workload, got {chosen.refine}")
+    if chosen.refine and chosen.passes >= MAX_PASSES:
+        raise SizerError(f"--refine measures a pass beyond --passes: give --passes below {MAX_PASSES}, got {chosen.passes}")
 
 
 def _check_repeat_spread(opts: SweepOptions) -> None:
@@ -298,11 +318,12 @@ def _check_repeat_spread(opts: SweepOptions) -> None:
 # ---------------------------------------------------------------- the plan
 def _plan_identity(
     opts: SweepOptions, entries: list[str], vcpus: list[int], ram_gib: list[float], disks: list[str], profile: str,
-    disk_table: dict[str, DiskClass], budget: float, data_dir: Path,
+    disk_table: dict[str, DiskClass], budget: float, data_dir: Path, chosen: defaults.Passes,
 ) -> dict[str, Any]:
     """The plan's config, whose hash finds the sweep to resume. cpu_quota, passes, refine and
     repeat_spread enter it only when set, so a plan that leaves them at their defaults hashes the
-    same as one stored without them."""
+    same as one stored without them. Passes the host chose count as given; passes its start
+    calibration will choose are "auto" (the stored calibration chooses again on --resume)."""
     config = {
         "workloads": entries,
         "vcpus": vcpus,
@@ -317,10 +338,12 @@ def _plan_identity(
     }
     if opts.cpu_quota:
         config["cpu_quota"] = True
-    if opts.passes != 1:
-        config["passes"] = int(opts.passes)
-    if opts.refine:
-        config["refine"] = int(opts.refine)
+    if chosen.on_spread is not None:
+        config["passes"] = "auto"
+    elif chosen.passes != 1:
+        config["passes"] = int(chosen.passes)
+    if chosen.refine:
+        config["refine"] = int(chosen.refine)
     if opts.repeat_spread is not None:
         config["repeat_spread"] = float(opts.repeat_spread)
     return config
@@ -329,27 +352,34 @@ def _plan_identity(
 def plan_sweep(opts: SweepOptions) -> SweepPlan:
     """Everything checked, nothing run: the points, the host's CPUs and the limit backend."""
     profile = resolve_profile(opts.profile)
-    entries = list(dict.fromkeys(e.strip() for e in (opts.workloads or default_workloads(profile))))
+    entries = list(dict.fromkeys(e.strip() for e in (opts.workloads or defaults.default_workloads(profile))))
     parsed = [parse_workload_entry(e) for e in entries]
-    classes = _checked_classes(parsed, profile)
-    disks, disk_table = _checked_disks(opts)
+    classes = _checked_classes(parsed, profile, opts.config)
+    disks, disk_table = _checked_disks(opts, profile)
+    _check_target_gpu(opts)
     cpus, host_ram = host_cpus(), host_ram_bytes()
     datasets = sorted({cls.dataset for cls in classes.values() if cls.dataset})
-    vcpus = _vcpu_levels(opts, cpus)
-    ram_gib = _ram_levels(opts, profile, datasets, host_ram)
+    vcpus = _vcpu_levels(opts, profile, cpus)
+    ram_gib = _ram_levels(opts, profile, datasets, vcpus, host_ram)
     _check_shapes_fit(vcpus, ram_gib, disks, cpus, host_ram)
     data_dir = _check_data_dir(Path(opts.data_dir) if opts.data_dir else default_data_dir())
     _check_given_datasets(datasets, data_dir)
     device = _throttle_device(data_dir, disks, disk_table)
     backend, notes = _limit_backend(opts.limits)
     budget = _time_budget(opts, profile)
-    _check_refine(opts)
+    vm = hypervisor() if profile == "gpu" and opts.passes is None else None  # only a GPU host's passes follow it
+    chosen = defaults.choose_passes(opts.passes, opts.refine, profile, vm)
+    _check_refine(chosen)
 
     pairs = [(n, classes[n].dataset, getattr(classes[n], "inputs", None), variant) for n, variant in parsed]
-    points = build_plan(pairs, vcpus, ram_gib, disks, profile, config=opts.config, ceiling=opts.ceiling,
-                        passes=opts.passes)
+
+    def points_of(passes: int) -> list[PlannedPoint]:
+        return build_plan(pairs, vcpus, ram_gib, disks, profile, config=opts.config, ceiling=opts.ceiling, passes=passes)
+
+    points = points_of(chosen.passes)
+    on_spread = None if chosen.on_spread is None else (points_of(chosen.on_spread[0]), *chosen.on_spread)
     _check_repeat_spread(opts)
-    config = _plan_identity(opts, entries, vcpus, ram_gib, disks, profile, disk_table, budget, data_dir)
+    config = _plan_identity(opts, entries, vcpus, ram_gib, disks, profile, disk_table, budget, data_dir, chosen)
     return SweepPlan(
         points=points,
         profile=profile,
@@ -367,6 +397,8 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
         datasets=datasets,
         notes=notes,
         cpu_quota=bool(opts.cpu_quota),
-        passes=int(opts.passes),
-        refine=int(opts.refine),
+        passes=chosen.passes,
+        refine=chosen.refine,
+        passes_reason=chosen.reason,
+        on_spread=on_spread,
     )

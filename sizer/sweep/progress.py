@@ -1,8 +1,14 @@
-"""A sweep's progress bar: point i of N, the current shape, and the time left."""
+"""A sweep's progress on stderr: a live bar on a terminal, plain lines in a log.
+
+A log (stdout or stderr redirected to a file or a pipe) keeps only a live bar's last state, so
+there each finished point gets one line of its own: point i of N, its label, its figure and status,
+its seconds, the time since measuring began and the time left.
+"""
 
 from __future__ import annotations
 
 import statistics
+import time
 from typing import Any
 
 
@@ -13,19 +19,41 @@ def format_duration(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-class SweepProgress:
-    """Rich progress bar: point i of N, the current shape, ETA from measured point durations."""
+def interactive() -> bool:
+    """True where a person watches both streams: a live bar only makes sense there."""
+    from sizer.console import console, err_console
 
-    def __init__(self, total: int, estimate_point_s: float, enabled: bool = True):
+    return console.is_terminal and err_console.is_terminal
+
+
+def outcome_text(row: dict[str, Any]) -> str:
+    """A measured point's status and figure, as a sweep's summary row holds them."""
+    status = row.get("status", "")
+    if not row.get("throughput"):
+        return f"{status}: {row['error']}" if row.get("error") else status
+    rate = row["throughput"]
+    figure = f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+    return f"{status}, {figure} {row.get('unit', '')} (spread {row.get('spread') or 0.0:.1%})"
+
+
+class SweepProgress:
+    """Point i of N, the current shape, the time left from the measured points' durations: a live
+    bar when `interactive()`, else a plain line per finished point; `note` prints a line in both."""
+
+    def __init__(self, total: int, estimate_point_s: float, enabled: bool = True, live: bool | None = None):
         self.total = total
         self.estimate = estimate_point_s
         self.durations: list[float] = []
         self.enabled = enabled
+        self.live = enabled and (interactive() if live is None else live)
+        self.started = time.monotonic()
+        self._current = ("-", "")  # "i/N" and the label of the point being measured
         self._progress: Any = None
         self._task: Any = None
 
     def __enter__(self) -> SweepProgress:
-        if self.enabled:
+        self.started = time.monotonic()
+        if self.live:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             from sizer.console import err_console
@@ -59,18 +87,31 @@ class SweepProgress:
         return format_duration(per_point * remaining)
 
     def start(self, index: int, label: str, done: int) -> None:
+        self._current = (f"{index}/{self.total}", label)
         if self._progress is not None:
             self._progress.update(
-                self._task, completed=done, index=f"{index}/{self.total}", description=label,
+                self._task, completed=done, index=self._current[0], description=label,
                 eta=self.eta(self.total - done),
             )
 
-    def finish(self, done: int, seconds: float | None) -> None:
+    def finish(self, done: int, seconds: float | None, row: dict[str, Any] | None = None) -> None:
+        """A point is done; `row` (its summary) gives the plain line its status and figure."""
         if seconds is not None:
             self.durations.append(seconds)
         if self._progress is not None:
             self._progress.update(self._task, completed=done, eta=self.eta(self.total - done))
+        elif self.enabled:
+            index, label = self._current
+            took = "" if seconds is None else f" in {seconds:.0f} s"
+            self.note(f"point {index} {label}: {outcome_text(row or {})}{took}; "
+                      f"elapsed {format_duration(time.monotonic() - self.started)}, ETA {self.eta(self.total - done)}")
 
     def note(self, text: str) -> None:
+        """One line beside the bar, or in the log; nothing where progress is off."""
         if self._progress is not None:
             self._progress.console.print(text)
+        elif self.enabled:
+            from sizer.console import err_console
+
+            # One line per message, however long: a log is read line by line.
+            err_console.print(text, soft_wrap=True, highlight=False)

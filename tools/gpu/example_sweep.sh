@@ -13,7 +13,7 @@ DATA=${SIZER_DATA:-/root/sizer-data}
   python3 benchmarks/plain_resnet50.py --json > "$OUT/plain_resnet50.json"
   cat "$OUT/plain_resnet50.json"
   time sizer sweep --workloads resnet50-train --vcpus 4,8,16 --disks local-nvme,standard \
-    --budget "${BUDGET:-18}" --data "$DATA" --store "$OUT/sizer.sqlite" --out "$OUT" --gpu H200 "$@"
+    --budget "${BUDGET:-18}" --passes 1 --data "$DATA" --store "$OUT/sizer.sqlite" --out "$OUT" --gpu H200 "$@"
   sizer fit --store "$OUT/sizer.sqlite"
   sizer recommend --store "$OUT/sizer.sqlite" --gpu H200
 } 2>&1 | tee "$OUT/example_sweep.log"

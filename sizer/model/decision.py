@@ -1,0 +1,111 @@
+"""The figure a sizing decision uses for one instance shape, and its range.
+
+Measurements outrank the model (`evidence`): where the shape contains a measured shape, the
+decision uses the best measured median it contains; beyond the largest measured vCPU count, the
+model's prediction but never less than that floor. A model that is not trusted (`model_trusted`)
+is not used at all: a shape without measured evidence is then not judged. The share of the
+ceiling comes with its range at the confidence level (`uncertainty`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sizer.model.evidence import DiskCaps, Evidence, MeasuredShape, disk_caps, evidence_for
+from sizer.model.tolerance import meets_tolerance, model_trusted
+from sizer.model.types import Prediction, WorkloadFit
+from sizer.model.uncertainty import FitDraws, anchored_range, fit_draws, model_draws, open_high
+
+# Where a decision's figure comes from (`ShapeFigure.basis`).
+BASES = ("measured", "measured floor", "model", "model above measured floor", "not judged")
+
+
+@dataclass(frozen=True)
+class ShapeFigure:
+    """The decision's figure for one instance shape: the rate, where it comes from, the model's own
+    prediction, the measured shape it rests on (if any) and its share of the ceiling with the
+    pessimistic and optimistic ends at the confidence level."""
+
+    rate: float
+    basis: str  # one of BASES
+    model: float
+    measured: MeasuredShape | None
+    share: float
+    share_pessimistic: float
+    share_optimistic: float
+
+    @property
+    def judged(self) -> bool:
+        return self.basis != "not judged"
+
+
+def shape_figure(fit: WorkloadFit, draws: FitDraws, predicted: Prediction, evidence: Evidence | None,
+                 trusted: bool, confidence: float) -> ShapeFigure:
+    """The decision's figure for a shape the model predicts as `predicted`, with the measured
+    `evidence` for it (None: none, or none that applies), at `confidence`."""
+    model = predicted.throughput
+    measured = None if evidence is None else draws.shapes[evidence.best]
+    if evidence is None:
+        basis = "model" if trusted else "not judged"
+        rate, samples = model, model_draws(draws, predicted)
+    else:
+        floor = np.max(draws.rates[:, list(evidence.contained)], axis=1)
+        if evidence.beyond and trusted and model >= evidence.figure:
+            basis, rate, samples = "model above measured floor", model, np.maximum(model_draws(draws, predicted), floor)
+        else:
+            basis, rate, samples = ("measured floor" if evidence.beyond else "measured"), evidence.figure, floor
+    ceiling = fit.ceiling
+    pessimistic, optimistic = anchored_range(rate, samples, confidence)
+    unbounded = open_high(draws, predicted) if basis.startswith("model") else None
+    if unbounded is not None:  # a term the points only bound caps nothing: the higher end can reach this
+        if optimistic >= pessimistic:
+            optimistic = max(optimistic, unbounded)
+        else:
+            pessimistic = max(pessimistic, unbounded)
+    share = rate / ceiling if ceiling > 0 else 0.0
+    return ShapeFigure(rate, basis, model, measured, share, _share(pessimistic, ceiling), _share(optimistic, ceiling))
+
+
+def _share(rate: float, ceiling: float) -> float:
+    """A rate's share of the ceiling, between 0 and 1: the ceiling is never below a measured median."""
+    return min(max(rate / ceiling, 0.0), 1.0) if ceiling > 0 else 0.0
+
+
+@dataclass
+class Judge:
+    """Judges the instance shapes of one recommendation: the fit, its draws, the caps of each
+    measured disk class, whether the model is trusted, and the confidence level. `measurements`
+    False (a target CPU model unlike the measured one): the measured figures do not apply."""
+
+    fit: WorkloadFit
+    table: dict[str, Any]
+    draws: FitDraws
+    caps: dict[str, DiskCaps | None]
+    trusted: bool
+    tolerance: float
+    confidence: float
+    measurements: bool = True
+
+    @classmethod
+    def of(cls, fit: WorkloadFit, table: dict[str, Any], tolerance: float, confidence: float,
+           measurements: bool = True) -> Judge:
+        draws = fit_draws(fit)
+        caps = {s.disk_class: disk_caps(fit, table, s.disk_class) for s in draws.shapes}
+        return cls(fit, table, draws, caps, model_trusted(fit.loo_max_ape, tolerance), tolerance, confidence,
+                   measurements)
+
+    def figure(self, predicted: Prediction, vcpus: float, ram_gib: float, disk_class: str, gpus: int) -> ShapeFigure:
+        """The decision's figure for an instance shape (one GPU's share of `gpus`) the model predicts as `predicted`."""
+        found = None
+        if self.measurements:
+            disk = disk_caps(self.fit, self.table, disk_class, gpus)
+            found = evidence_for(self.draws.shapes, self.caps, vcpus, ram_gib, disk, disk_class)
+        return shape_figure(self.fit, self.draws, predicted, found, self.trusted, self.confidence)
+
+    def meets(self, figure: ShapeFigure, optimistic: bool = False) -> bool:
+        """Whether a judged figure is within tolerance of the ceiling at the pessimistic (or optimistic) end."""
+        share = figure.share_optimistic if optimistic else figure.share_pessimistic
+        return figure.judged and meets_tolerance(share, 1.0, self.tolerance)

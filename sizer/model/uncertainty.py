@@ -1,0 +1,163 @@
+"""How far an answer can move: ranges drawn from the measurements' own spread.
+
+A draw is one plausible re-measurement of the sweep, made from the measurements themselves:
+- each measured shape's figure is the median of its passes drawn again with replacement (a shape
+  measured once: its figure moved within half its sub-window spread);
+- the CPU term moves by a host-speed factor drawn from how far each measurement of a CPU-bound
+  shape lay from the fitted curve, the disk and GPU terms likewise from the disk- and GPU-bound
+  ones (too few of them: from every measurement).
+
+A decision's range at confidence `c` is the point figure with the draws' spread around their median
+(factors taken relative to their median): its pessimistic end moves by the draws' (1 - c) quantile,
+its optimistic end by their c quantile, so at c = 0.5 both ends are the figure itself. A decision
+holds the ceiling fixed: a shape bound by the GPU is at 100% of it in every draw. The model's range
+of a *rate* at a shape (`model_range`) is what a measurement there would read: every term moved by
+its factor as measured, between the (1 - c) and c quantiles. A term that the points only bound (a
+ceiling or per-vCPU rate that is a lower bound, bytes per sample that are an upper bound) does not
+cap the high end. The draws use a fixed seed: the same points give the same ranges.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from sizer.model.equations import combine_terms
+from sizer.model.evidence import MeasuredShape, measured_shapes
+from sizer.model.tolerance import meets_tolerance
+from sizer.model.types import Prediction, WorkloadFit
+
+DRAWS = 400
+SEED = 20_240_617
+_MIN_POOL = 3  # fewer measurements than this bound by a term: its factor comes from all of them
+
+
+@dataclass
+class FitDraws:
+    """A fit's draws (see the module): per draw, each measured shape's figure and the factors on
+    the CPU and disk terms."""
+
+    shapes: list[MeasuredShape]
+    rates: np.ndarray  # (draws, shapes)
+    cpu: np.ndarray  # (draws,): relative to the median
+    io: np.ndarray  # (draws,): relative to the median
+    measured: dict[str, np.ndarray]  # (draws,) per term "cpu", "io", "gpu": as measured against the fit
+    cpu_open: bool  # the CPU term is only a lower bound
+    io_open: bool  # the disk term is only a lower bound
+    gpu_open: bool  # the ceiling is only a lower bound
+    sharpness: float  # the smooth minimum's p (0: min)
+
+    def factor(self, confidence: float, pessimistic: bool) -> float:
+        """The CPU factor at the pessimistic or the optimistic end of the range at `confidence`."""
+        return float(np.quantile(self.cpu, 1 - confidence if pessimistic else confidence))
+
+
+def fit_draws(fit: WorkloadFit, n: int = DRAWS, seed: int = SEED) -> FitDraws:
+    """The draws of a fit (see the module)."""
+    rng = np.random.default_rng(seed)
+    shapes = measured_shapes(fit)
+    rates = np.empty((n, len(shapes)))
+    for j, shape in enumerate(shapes):
+        rates[:, j] = _shape_draws(shape, n, rng)
+    pools = _factor_pools(fit)
+    measured = {term: rng.choice(pool, n) for term, pool in pools.items()}
+    bound = {name: param.bound for name, param in fit.params.items()}
+    return FitDraws(shapes, rates, measured["cpu"] / np.median(pools["cpu"]), measured["io"] / np.median(pools["io"]),
+                    measured, bound.get("per_vcpu") == "lower", bound.get("bytes_per_sample") == "upper",
+                    bound.get("gpu_ceiling") == "lower", float(fit.value("knee_sharpness", 0.0) or 0.0))
+
+
+def _shape_draws(shape: MeasuredShape, n: int, rng: np.random.Generator) -> np.ndarray:
+    rates = np.array(shape.rates, dtype=float)
+    if rates.size >= 2:
+        return np.median(rates[rng.integers(0, rates.size, size=(n, rates.size))], axis=1)
+    return shape.median * (1.0 + 0.5 * shape.spread * rng.uniform(-1.0, 1.0, n))
+
+
+def _factor_pools(fit: WorkloadFit) -> dict[str, np.ndarray]:
+    """Each measurement's rate over the fit's prediction of its shape, by the term that binds there."""
+    by_term: dict[str, list[float]] = {"cpu": [], "io": [], "gpu": []}
+    for point, _ in fit.residuals:
+        predicted = fit.predict_measured(point)
+        if predicted.throughput <= 0:
+            continue
+        rates = point.extra.get("pass_rates") if isinstance(point.extra, dict) else None
+        term = {"cpu": "cpu", "gpu": "gpu"}.get(predicted.bottleneck, "io")
+        by_term[term] += [float(r) / predicted.throughput for r in (rates or [point.throughput])]
+    every = [r for pool in by_term.values() for r in pool]
+    out = {}
+    for term, pool in by_term.items():
+        pool = pool if len(pool) >= _MIN_POOL else every
+        out[term] = np.array(pool if len(pool) >= _MIN_POOL else [1.0], dtype=float)
+    return out
+
+
+# ---------------------------------------------------------------------------- ranges
+def anchored_range(point: float, draws: np.ndarray, confidence: float) -> tuple[float, float]:
+    """(pessimistic, optimistic) ends of `point`'s range at `confidence` (see the module)."""
+    middle, low, high = np.quantile(draws, [0.5, 1 - confidence, confidence])
+    return point + float(low - middle), point + float(high - middle)
+
+
+def model_draws(draws: FitDraws, predicted: Prediction) -> np.ndarray:
+    """The model's rate at one shape in every draw (its terms as `predicted` gives them)."""
+    if predicted.throughput <= 0:
+        return np.zeros(draws.cpu.shape)
+    gpu = np.full(draws.cpu.shape, predicted.terms["gpu"])
+    io = predicted.terms.get("io", math.inf) * draws.io
+    return combine_terms(gpu, predicted.terms["cpu"] * draws.cpu, io, draws.sharpness)
+
+
+def open_high(draws: FitDraws, predicted: Prediction) -> float | None:
+    """The rate without the terms that are only bounded, where one is: nothing caps the optimistic end below it."""
+    if not (draws.cpu_open or draws.io_open) or predicted.throughput <= 0:
+        return None
+    cpu = math.inf if draws.cpu_open else predicted.terms["cpu"]
+    io = math.inf if draws.io_open else predicted.terms.get("io", math.inf)
+    return float(combine_terms(np.array([predicted.terms["gpu"]]), np.array([cpu]), np.array([io]),
+                               draws.sharpness)[0])
+
+
+def model_range(draws: FitDraws, predicted: Prediction, confidence: float) -> tuple[float, float]:
+    """The (low, high) rate a measurement at one shape would read, at `confidence` (see the module)."""
+    if predicted.throughput <= 0:
+        return 0.0, 0.0
+    terms, factor = predicted.terms, draws.measured
+    rates = combine_terms(terms["gpu"] * factor["gpu"], terms["cpu"] * factor["cpu"],
+                          terms.get("io", math.inf) * factor["io"], draws.sharpness)
+    low, high = np.quantile(rates, sorted((confidence, 1 - confidence)))
+    if draws.gpu_open or draws.cpu_open or draws.io_open:
+        tops = {term: float(np.quantile(factor[term], max(confidence, 1 - confidence))) for term in factor}
+        unbounded = combine_terms(np.array([math.inf if draws.gpu_open else terms["gpu"] * tops["gpu"]]),
+                                  np.array([math.inf if draws.cpu_open else terms["cpu"] * tops["cpu"]]),
+                                  np.array([math.inf if draws.io_open else terms.get("io", math.inf) * tops["io"]]),
+                                  draws.sharpness)[0]
+        high = max(high, unbounded) if math.isfinite(unbounded) else high
+    return max(float(low), 0.0), float(high)
+
+
+def knee_range(fit: WorkloadFit, draws: FitDraws, tolerance: float, confidence: float, ram_gib: float,
+               disk_mbps: float | None, max_vcpus: int) -> tuple[int | None, int | None]:
+    """The fewest vCPUs within `tolerance` of the ceiling at the optimistic and at the pessimistic
+    end of the host speeds (ample RAM, the given disk); None where no count up to `max_vcpus` reaches it."""
+    factors = sorted((draws.factor(confidence, pessimistic=False), draws.factor(confidence, pessimistic=True)))
+    optimistic, pessimistic = (math.inf if draws.cpu_open else factors[1]), factors[0]
+    knees: dict[float, int | None] = {optimistic: None, pessimistic: None}
+    for v in range(1, max_vcpus + 1):
+        predicted = fit.predict(v, ram_gib, disk_mbps)
+        for factor in knees:
+            if knees[factor] is None and _meets_at(fit, draws, predicted, factor, tolerance):
+                knees[factor] = v
+        if all(k is not None for k in knees.values()):
+            break
+    return knees[optimistic], knees[pessimistic]
+
+
+def _meets_at(fit: WorkloadFit, draws: FitDraws, predicted: Prediction, factor: float, tolerance: float) -> bool:
+    if predicted.throughput <= 0:
+        return False
+    rate = combine_terms(np.array([predicted.terms["gpu"]]), np.array([predicted.terms["cpu"] * factor]),
+                         np.array([predicted.terms.get("io", math.inf)]), draws.sharpness)[0]
+    return meets_tolerance(float(rate), fit.ceiling, tolerance)

@@ -1,0 +1,64 @@
+"""The noisy flag: set above the spread an idle host gives (docs/PERFORMANCE.md, "The noisy
+threshold"), by the worker's meter and, for stored points, by the store's reader."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sizer.store import Store
+from workloads.measure import Meter
+from workloads.protocol import Result
+from workloads.stats import NOISY_SPREAD
+
+# The largest spread of 50 points of the default sweep on an idle 2-vCPU host (three passes):
+# a disk-throttled preprocessing point, whose throttle hands out bytes in bursts.
+IDLE_HOST_MAX_SPREAD = 0.17
+
+
+def _meter_result(last_window_faster_by: float) -> Result:
+    """A window of five sub-windows of ten steps, the last one faster by the given share."""
+    meter = Meter(warmup_steps=0, time_budget_s=60.0, min_steps=10, min_seconds=0.0, n_windows=5, gpu=False)
+    for i in range(50):
+        meter.step(0.1 / (1 + last_window_faster_by) if i >= 40 else 0.1, 10.0)
+    return meter.finish(Result(workload="w", framework="f", unit="u/s", profile="cpu-small"), 1)
+
+
+def test_a_spread_an_idle_host_gives_is_not_noisy_and_a_busy_hosts_is():
+    assert IDLE_HOST_MAX_SPREAD < NOISY_SPREAD
+    idle = _meter_result(0.10)
+    assert idle.spread == pytest.approx(0.10, rel=0.01) and idle.status == "ok"
+    busy = _meter_result(0.30)
+    assert busy.spread == pytest.approx(0.30, rel=0.01) and busy.status == "noisy"
+
+
+def test_stored_points_are_read_by_the_current_threshold(tmp_path):
+    """A store measured under an older, tighter threshold reads by this one; a point without a
+    figure keeps its status."""
+    shape = {"vcpus": 2, "ram_gib": 8.0, "disk_class": "ssd"}
+    stored = [("noisy", 0.10, {}), ("noisy", 0.35, {}), ("noisy", 0.02, {"window_short": "3 of 10 steps"}),
+              ("oom", 0.0, {})]
+    with Store(tmp_path / "s.sqlite") as store:
+        sweep = store.start_sweep(store.upsert_host({"hostname": "h", "cpu_model": "c", "threads": 2}), "sizer sweep", {})
+        for i, (status, spread, extra) in enumerate(stored):
+            result = Result(workload="w", framework="f", unit="images/s", profile="cpu-small", status=status,
+                            throughput=0.0 if status == "oom" else 100.0, spread=spread, extra=extra,
+                            steps=[[0.1, 10.0, 0.0]] * 10)
+            store.add_point(sweep, f"w/{i}", shape, result, {}, time.time())
+        by_spread = {p.spread: p.status for p in store.points()}
+    assert by_spread == {0.10: "ok", 0.35: "noisy", 0.02: "noisy", 0.0: "oom"}
+
+
+def test_one_noisy_point_is_counted_but_warns_of_no_busy_host():
+    """One noisy point is chance on an idle host (3 of 100 there); two make the warning, and with it
+    the report's banner."""
+    from sizer.report.analysis import quality_warnings
+    from test_report_fixtures import make_points
+
+    points = make_points(noise=0.0)
+    first, second = points[3], points[7]
+    first.status, first.spread = "noisy", 0.25
+    assert not any("flagged noisy" in w for w in quality_warnings(points, None))
+    second.status, second.spread = "noisy", 0.30
+    assert any(w.startswith("2 of 37 points were flagged noisy") for w in quality_warnings(points, None))
