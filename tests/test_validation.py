@@ -39,7 +39,7 @@ class _Declared(Workload):
     setting_types = {"workers": (int, type(None))}
 
     def run(self, spec):  # pragma: no cover - never run
-        raise NotImplementedError
+        raise AssertionError("a declaration only: never run")
 
 
 @pytest.mark.parametrize("key, value, problem", [
