@@ -80,12 +80,26 @@ class Store:
         try:
             self.conn = sqlite3.connect(str(self.path), timeout=30)
             self.conn.row_factory = sqlite3.Row
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
+            self._open_retrying_while_locked()
         except sqlite3.DatabaseError as exc:
             raise SizerError(f"{self.path} is not a sizer store: {exc}") from None
+
+    def _open_retrying_while_locked(self, patience_s: float = 30.0) -> None:
+        """Set the connection up and migrate. SQLite answers "locked" at once, without waiting, where
+        two processes open one old store together (switching it to WAL, upgrading a read lock), so
+        the opening is tried again until `patience_s` has passed."""
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                self.conn.execute("PRAGMA foreign_keys=ON")
+                self._migrate()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     # ------------------------------------------------------------------ schema
     def schema_version(self) -> int:
