@@ -120,7 +120,7 @@ def test_run_epochs_marks_cold_and_warm_passes_and_counts_the_first_pass():
 
 def test_run_epochs_counts_passes_in_samples_over_an_endless_loader():
     loader = image_loader.EndlessPasses(10, shuffle=True, seed=1)  # any endless iterable: here, indices
-    meter = Meter(warmup_steps=1, time_budget_s=60, min_steps=25, min_seconds=0.0, n_windows=2, gpu=False)
+    meter = Meter(warmup_steps=1, time_budget_s=2, min_steps=25, min_seconds=0.0, n_windows=2, gpu=False)
     extra: dict = {}
     steps = loop.run_epochs(meter, loader, lambda batch: 3.0, loop.StepClock("cpu"), extra, pass_samples=30.0)
     assert steps >= 25
