@@ -44,6 +44,9 @@ class Spec:
     workload: str
     profile: str = "cpu-small"
     vcpus: int = 1
+    # The shape's host RAM (page cache included; 0: not limited) and the GPUs its processes use.
+    ram_bytes: int = 0
+    gpus: int = 1
     data_dir: str = ""
     work_dir: str = ""
     config: dict[str, Any] = field(default_factory=dict)

@@ -57,6 +57,7 @@ def measure_point(
         workload=point.workload,
         profile=point.profile,
         vcpus=point.shape.vcpus,
+        ram_bytes=int(point.shape.ram_bytes) if memory_limit else 0,
         data_dir=str(dataset.path if dataset is not None else plan.data_dir),
         config=dict(point.config),
         seed=0,
