@@ -14,7 +14,7 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[torch,dev]'
+	$(PY) -m pip install -q -e '.[torch,dev,ray]'
 	@touch $@
 
 # fio measures disks; Chromium renders the report in its test. Both come from Debian's packages.

@@ -1,8 +1,8 @@
 """The `sizer` command line: thin wiring over the library.
 
 Every command lives in `sizer/commands/`; this module assembles them and owns the one error path:
-a SizerError (or a usage error) becomes one line on stderr and exit code 2, no traceback unless
---verbose is given.
+a SizerError (or a usage error, or a broken workload plugin) becomes one line on stderr and exit
+code 2, no traceback unless --verbose is given.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from sizer.commands import report as report_cmd
 from sizer.commands import sweep as sweep_cmd
 from sizer.commands import workloads as workloads_cmd
 from sizer.errors import SizerError
+from workloads.plugins import PluginError
 
 # Exit and Abort live in click or, where typer vendors click, in typer itself.
 # (click's Exit, where present, is typer.Exit re-exported: both carry exit_code.)
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         if code == 130:  # typer turns Ctrl-C into Exit(130); committed work is kept
             print("sizer: interrupted", file=sys.stderr)
         return code
-    except SizerError as exc:
+    except (SizerError, PluginError) as exc:  # a broken workload plugin is named, as bad input is
         if verbose:
             traceback.print_exc()
         print(f"sizer: error: {exc}", file=sys.stderr)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from sizer.errors import SizerError
-from workloads.protocol import STATUSES, SYNTHETIC_INPUT
+from workloads.protocol import STATUSES, SYNTHETIC_INPUT, UNIT_PATTERN
 
 REQUIRED_COLUMNS = ("workload", "vcpus", "ram_gib", "disk_class", "throughput", "unit", "status")
 OPTIONAL_COLUMNS = (
@@ -36,6 +36,7 @@ OPTIONAL_COLUMNS = (
     "decode",  # cpu / gpu
     "reads_once",  # true when the job reads each sample once (default: what the workload declares)
     "method",  # the rule the figure follows (workloads.protocol.METHOD_VERSION); empty: unknown
+    "gpus",  # the instance's GPUs, one process each (empty: 1); the figure is the whole instance's
 )
 USABLE_STATUSES = ("ok", "noisy")
 
@@ -65,13 +66,15 @@ class Point:
     # None: unknown here; the model takes what the registered workload declares (Workload.reads_once).
     reads_once: bool | None = None
     method: int | None = None  # the rule the figure follows (METHOD_VERSION); None: unknown
+    gpus: int = 1  # the instance's GPUs; `throughput` is all of them together
 
     @property
     def usable(self) -> bool:
         return self.status in USABLE_STATUSES and self.throughput > 0
 
     def shape_label(self) -> str:
-        return f"{self.vcpus} vCPU / {self.ram_gib:g} GiB / {self.disk_class}"
+        base = f"{self.vcpus} vCPU / {self.ram_gib:g} GiB / {self.disk_class}"
+        return base if self.gpus == 1 else f"{base} / {self.gpus} GPUs"
 
     def to_row(self) -> dict[str, Any]:
         d = asdict(self)
@@ -111,7 +114,7 @@ def repeat_key(p: Point) -> tuple:
     """What makes two points measurements of one thing: the workload as run, the shape, the GPU and
     the host's CPU calibration (points of two hosts stay apart)."""
     return (p.workload, p.profile, p.input, p.decode, p.unit, p.gpu_model, p.calibration_ips, p.reads_once,
-            p.vcpus, round(p.ram_gib, 4), p.disk_class)
+            p.vcpus, round(p.ram_gib, 4), p.disk_class, p.gpus)
 
 
 def combine_passes(points: Iterable[Point]) -> list[Point]:
@@ -143,7 +146,8 @@ def combine_passes(points: Iterable[Point]) -> list[Point]:
 
 
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
-# The units a figure may carry: those sizer's workloads report, and a generic one for figures from elsewhere.
+# The units sizer's workloads report, and a generic one for figures from elsewhere; a figure may also
+# carry any other "<what>/s" (UNIT_PATTERN: a user's command job counts in its own unit).
 THROUGHPUT_UNITS = ("images/s", "tokens/s", "samples/s", "iterations/s", "MB/s", "MiB/s")
 
 
@@ -168,6 +172,13 @@ def _one_of(text: str, where: str, column: str, allowed: Sequence[str], what: st
     if text not in allowed:
         raise SizerError(f"{where}, column {column!r}: {text!r} is not {what} (allowed: {', '.join(allowed)})")
     return text
+
+
+def _unit(text: str, where: str) -> str:
+    if text in THROUGHPUT_UNITS or UNIT_PATTERN.fullmatch(text):
+        return text
+    raise SizerError(f"{where}, column 'unit': {text!r} is not a throughput unit "
+                     f"({', '.join(THROUGHPUT_UNITS)}, or another WHAT/s)")
 
 
 def read_points_csv(path: str | Path, disk_classes: Iterable[str] | None = None) -> list[Point]:
@@ -214,7 +225,7 @@ def _row_point(raw: dict[str, Any], where: str, known_disks: list[str]) -> Point
         "disk_class": _one_of(raw["disk_class"] or "local-nvme", where, "disk_class", known_disks,
                               "a known disk class (--disk-classes FILE adds one)"),
         "throughput": _number(raw["throughput"] or "0", where, "throughput"),
-        "unit": _one_of(raw["unit"] or "", where, "unit", THROUGHPUT_UNITS, "a throughput unit"),
+        "unit": _unit(raw["unit"] or "", where),
         "status": _one_of(raw["status"] or "ok", where, "status", STATUSES, "a status sizer writes"),
     }
     for col in OPTIONAL_COLUMNS:
@@ -223,10 +234,12 @@ def _row_point(raw: dict[str, Any], where: str, known_disks: list[str]) -> Point
             continue
         if col == "reads_once":
             kwargs[col] = _flag(value, where, col)
-        elif col == "method":
+        elif col in ("method", "gpus"):
             kwargs[col] = int(_number(value, where, col, integer=True))
         else:
             kwargs[col] = _number(value, where, col) if col in _FLOAT_OPTIONAL else value
+    if kwargs.get("gpus", 1) < 1:
+        raise SizerError(f"{where}, column 'gpus': must be >= 1")
     return Point(**kwargs)
 
 

@@ -2,8 +2,12 @@
 
 For one fitted workload and one GPU model: predict the throughput of every catalog row of that GPU
 with every disk class it can use, per GPU (a multi-GPU row is sized by its per-GPU share of vCPUs,
-RAM, local NVMe, disk bandwidth and price), keep the options whose prediction is at least
-(1 - tolerance) of the GPU ceiling, and choose the cheapest priced one. Prices per GPU-hour are
+disk bandwidth and price; its page cache is the instance's, one copy of the data serving every GPU:
+`sizer.model.scaling.shared_cache_ram_gib`), keep the options whose prediction is at least
+(1 - tolerance) of the GPU ceiling, and choose the cheapest priced one. A multi-GPU row's per-GPU
+rate, and so its cost per sample, is then scaled by the efficiency measured at its GPU count
+(`sizer.model.scaling`; "assumed linear beyond N measured GPUs" past the largest count measured);
+whether its share keeps its GPUs fed is judged before that scaling, which no larger share changes. Prices per GPU-hour are
 compared in whole cents, so a multi-GPU row whose price divides to a hair below a one-GPU row's ties
 with it, and the tie goes to fewer GPUs. Every cheaper row that was rejected says what rejected it
 (cpu, disk, memory, GPU memory), and the choice is compared with the largest shape of its family.
@@ -22,6 +26,7 @@ from sizer.diskclasses import DiskClass, load_disk_classes
 from sizer.errors import SizerError
 from sizer.model import Prediction, WorkloadFit, meets_tolerance
 from sizer.model.decision import Judge, ShapeFigure
+from sizer.model.scaling import GpuScaling, shared_cache_ram_gib
 from sizer.model.tolerance import DEFAULT_CONFIDENCE, TRUST_FACTOR, check_confidence
 
 
@@ -50,6 +55,9 @@ class Option:
     share_pessimistic: float | None = None
     share_optimistic: float | None = None
     meets_optimistic: bool = False
+    # A multi-GPU row: its per-GPU rate's factor for the GPU count (sizer.model.scaling), and what that assumes.
+    gpu_efficiency: float = 1.0
+    scaling_note: str = ""
 
 
 @dataclass
@@ -137,9 +145,11 @@ def recommend(
         gpu_memory_needed_gib=gpu_memory_needed_gib if gpu_memory_needed_gib is not None else fit.gpu_memory_gib,
         cpu_scale=cpu_scale,
         dataset_gib=fit.value("dataset_gib", 0.0) or 0.0,
-        max_share_ram_gib=max(r.memory_gib / r.gpu_count for r in rows),
+        max_share_ram_gib=max(shared_cache_ram_gib(r.memory_gib, r.gpu_count, _footprint(fit)) for r in rows),
         judge=judge,
+        scaling=fit.scaling if isinstance(fit.scaling, GpuScaling) else GpuScaling(),
     )
+    notes.extend(_scaling_notes(sizing, rows))
     answer.considered = [option for row in rows for option in _row_options(sizing, row)]
     answer.needs_local_nvme = _needs_local_nvme(sizing, answer.considered, rows)
     chosen = _cheapest_meeting(answer.considered, sizing.table)
@@ -196,8 +206,9 @@ class _Sizing:
     gpu_memory_needed_gib: float | None
     cpu_scale: float
     dataset_gib: float
-    max_share_ram_gib: float  # the most RAM per GPU of any row of this GPU
+    max_share_ram_gib: float  # the most RAM one GPU of any row of this GPU has for itself (its page cache shared)
     judge: Judge | None = None  # the decision's figures; None: the model's prediction alone
+    scaling: GpuScaling = field(default_factory=GpuScaling)  # the fit's multi-GPU measurements
 
     def meets(self, throughput: float) -> bool:
         return meets_tolerance(throughput, self.fit.ceiling, self.tolerance)
@@ -208,30 +219,57 @@ class _Sizing:
 
 @dataclass
 class _Share:
-    """One GPU's share of a catalog row: a multi-GPU row is sized per GPU."""
+    """One GPU's share of a catalog row: a multi-GPU row is sized per GPU, its page cache shared."""
 
     gpus: int
     vcpus: float
     memory_gib: float
     price: float | None  # per GPU-hour
+    cache_ram_gib: float = 0.0  # the RAM one GPU behaves as if it had alone (shared_cache_ram_gib)
+    efficiency: float = 1.0  # its per-GPU rate against one GPU's (sizer.model.scaling)
+    scaling_note: str = ""
 
     @classmethod
-    def of(cls, row: InstanceType) -> _Share:
+    def of(cls, row: InstanceType, footprint_gib: float = 0.0, scaling: GpuScaling | None = None) -> _Share:
         n = max(row.gpu_count, 1)
         price = None if row.price_per_hour is None else row.price_per_hour / n
-        return cls(n, row.vcpus / n, row.memory_gib / n, price)
+        scaling = scaling or GpuScaling()
+        return cls(n, row.vcpus / n, row.memory_gib / n, price, shared_cache_ram_gib(row.memory_gib, n, footprint_gib),
+                   scaling.efficiency_at(n, row.vcpus / n), scaling.note_for(n) if n > 1 else "")
 
     @property
     def note(self) -> str:
         if self.gpus <= 1:
             return ""
-        return (f"per-GPU share of a {self.gpus}-GPU instance: {self.vcpus:g} vCPUs, {self.memory_gib:g} GiB RAM, "
-                f"1/{self.gpus} of the disk bandwidth and price")
+        words = (f"per-GPU share of a {self.gpus}-GPU instance: {self.vcpus:g} vCPUs, {self.memory_gib:g} GiB RAM "
+                 f"(one page cache for all its GPUs: as {self.cache_ram_gib:.3g} GiB to one GPU alone), "
+                 f"1/{self.gpus} of the disk bandwidth and price")
+        if self.efficiency != 1.0:
+            words += f"; per-GPU rate x {self.efficiency:.3g}, the efficiency measured with more GPUs"
+        return words + (f" ({self.scaling_note})" if self.scaling_note else "")
+
+
+def _footprint(fit: WorkloadFit) -> float:
+    return float(fit.value("footprint_gib", 0.0) or 0.0)
+
+
+def _scaling_notes(sizing: _Sizing, rows: list[InstanceType]) -> list[str]:
+    """What sizing the rows of more GPUs than measured assumes: one note for all of them."""
+    beyond = sorted({r.gpu_count for r in rows if r.gpu_count > 1 and sizing.scaling.note_for(r.gpu_count)})
+    if not beyond:
+        return []
+    measured = sizing.scaling.measured_gpus
+    counts = ", ".join(map(str, beyond))
+    if measured == 1:
+        return [f"rows of {counts} GPUs are sized by their per-GPU share, each GPU as fast as one alone: "
+                f"{sizing.scaling.note_for(beyond[-1])} (no multi-GPU point measured: `sizer sweep --gpus`)"]
+    return [f"rows of {counts} GPUs: per-GPU rate x {sizing.scaling.efficiency_at(measured):.3g}, the efficiency "
+            f"measured at {measured} GPUs, {sizing.scaling.note_for(beyond[-1])}"]
 
 
 def _row_options(sizing: _Sizing, row: InstanceType) -> list[Option]:
     """One option per disk class the row can use (none for a class the disk table does not know)."""
-    share = _Share.of(row)
+    share = _Share.of(row, _footprint(sizing.fit), sizing.scaling)
     options = [_disk_option(sizing, row, share, disk) for disk in row.disk_classes]
     return [o for o in options if o is not None]
 
@@ -256,8 +294,8 @@ def _disk_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: str) -
 
 def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: str, bw: float | None) -> Option:
     """The option of one row and disk class as the model predicts it (`bw`: the share's read MB/s)."""
-    pred = sizing.predict(max(share.vcpus, 1e-9), share.memory_gib, bw)
-    figure = None if sizing.judge is None else sizing.judge.figure(pred, share.vcpus, share.memory_gib, disk,
+    pred = sizing.predict(max(share.vcpus, 1e-9), share.cache_ram_gib, bw)
+    figure = None if sizing.judge is None else sizing.judge.figure(pred, share.vcpus, share.cache_ram_gib, disk,
                                                                     share.gpus)
     x = pred.throughput if figure is None else figure.rate
     bottleneck = pred.bottleneck
@@ -268,15 +306,19 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
     if figure is not None and figure.measured is not None and not meets and figure.measured.bottleneck in (
             "cpu", "disk", "memory") and bottleneck == "gpu":
         bottleneck = figure.measured.bottleneck  # the measurement saw what the model did not
+    x *= share.efficiency  # judged per GPU above; the rate of each of the row's GPUs here
     cost_per_million = None if share.price is None or x <= 0 else share.price / (x * 3600.0) * 1e6
     hours = cost = None
     if sizing.job_samples and x > 0:
         hours = sizing.job_samples / x / 3600.0
         cost = None if share.price is None else hours * share.price
     option = Option(row, disk, x, bottleneck, meets, cost_per_million, hours, cost, "",
-                    share.vcpus, share.memory_gib, share.price, bw)
+                    share.vcpus, share.memory_gib, share.price, bw, gpu_efficiency=share.efficiency,
+                    scaling_note=share.scaling_note)
     if figure is not None and sizing.judge is not None:
         _add_figure(option, figure, sizing.judge)
+        if option.model_predicted is not None:
+            option.model_predicted *= share.efficiency
     option.reason = "; ".join(_option_reasons(sizing, option, share, pred.ram_needed_gib))
     return option
 
@@ -450,8 +492,9 @@ def _needs_local_nvme(sizing: _Sizing, considered: list[Option], rows: list[Inst
     if meeting:
         return all(o.disk_class == LOCAL_NVME for o in meeting)
     # Nothing meets: would the biggest share reach it unthrottled but not on the fastest cloud disk?
-    big = max(rows, key=lambda r: (r.vcpus / r.gpu_count, r.memory_gib / r.gpu_count))
-    v, m = big.vcpus / big.gpu_count, big.memory_gib / big.gpu_count
+    footprint = _footprint(sizing.fit)
+    big = max(rows, key=lambda r: (r.vcpus / r.gpu_count, shared_cache_ram_gib(r.memory_gib, r.gpu_count, footprint)))
+    v, m = big.vcpus / big.gpu_count, shared_cache_ram_gib(big.memory_gib, big.gpu_count, footprint)
     capped = [c.read_mbps for c in sizing.table.values() if c.read_mbps is not None]
     if not capped:
         return False

@@ -24,7 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Mapping, Sequence
 
 from sizer.errors import SizerError
 from sizer.limits import sysfs
@@ -223,9 +223,39 @@ def _write_spec(spec: Spec, wdir: Path) -> tuple[Spec, Path, Path, Path]:
     return spec, spec_path, out_path, err_path
 
 
+def gpu_env(indices: Sequence[int], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables that give a worker the GPUs at `indices`, positions among the GPUs sizer may
+    use (`sizer.shapes.host_gpu_ids`: the host's CUDA_VISIBLE_DEVICES entries where it sets them,
+    else NVML's indices): CUDA_VISIBLE_DEVICES naming them, CUDA_DEVICE_ORDER=PCI_BUS_ID where the
+    host sets no order (CUDA then numbers GPUs as NVML does), and SIZER_NVML_GPUS, the same GPUs
+    for the worker's GPU sampler. Never an NCCL_* variable: those stay the host's (`worker_env`)."""
+    env = os.environ if environ is None else environ
+    if not indices or any(i < 0 for i in indices):
+        raise SizerError(f"a point's GPUs must be indices 0 or more, got {list(indices)}")
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    ids = [part.strip() for part in listed.split(",") if part.strip()] if listed is not None else None
+    if ids is not None and max(indices) >= len(ids):
+        raise SizerError(f"GPU {max(indices)} is not among the {len(ids)} this host lets sizer use "
+                         f"(CUDA_VISIBLE_DEVICES={listed})")
+    names = [ids[i] if ids is not None else str(i) for i in indices]
+    out = {"CUDA_VISIBLE_DEVICES": ",".join(names), "SIZER_NVML_GPUS": ",".join(names)}
+    if "CUDA_DEVICE_ORDER" not in env:
+        out["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    return out
+
+
+def host_nccl_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The host's NCCL_* settings (NCCL_NVLS_ENABLE=0 keeps NVLink multicast off where the host
+    needs it so): every worker and its processes get them as the host set them."""
+    env = os.environ if environ is None else environ
+    return {name: value for name, value in env.items() if name.startswith("NCCL_")}
+
+
 def worker_env(spec: Spec, extra_env: dict[str, str], env: dict[str, str] | None) -> dict[str, str]:
     """The worker's environment: sizer's own, the interpreter's additions (PYTHONPATH ahead of
-    sizer's), thread pools sized to the shape, the caller's `env`, and the bytecode cache."""
+    sizer's), thread pools sized to the shape, the caller's `env`, and the bytecode cache. The
+    host's NCCL_* variables come last, as the host set them: nothing sizer or its caller adds
+    overrides them (a rank process inherits the worker's environment)."""
     child_env = dict(os.environ)
     child_env.update(extra_env)
     if "PYTHONPATH" in extra_env and os.environ.get("PYTHONPATH"):
@@ -238,6 +268,7 @@ def worker_env(spec: Spec, extra_env: dict[str, str], env: dict[str, str] | None
     child_env.update(set_vars)
     for name in drop_vars:
         child_env.pop(name, None)
+    child_env.update(host_nccl_env())
     return child_env
 
 

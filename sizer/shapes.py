@@ -1,8 +1,12 @@
-"""Instance shapes (vCPUs, host RAM, disk class), the host's CPUs, and the plan of a sweep.
+"""Instance shapes (vCPUs, host RAM, disk class, GPUs), the host's CPUs and GPUs, and the plan of a sweep.
 
 A vCPU is one hardware thread, as clouds sell them. A shape gets whole SMT sibling pairs where the
 host has SMT (4 vCPUs = 2 cores x 2 threads), so an emulated shape never shares a core with
 something outside it, like the cloud instance it stands for.
+
+A shape's vCPUs and RAM are the whole instance's, whatever its GPU count: a 2-GPU shape of 16
+vCPUs runs two processes (one per GPU) in one cpuset of 16, under one memory limit and one disk
+throttle.
 """
 
 from __future__ import annotations
@@ -26,27 +30,40 @@ class InstanceShape:
     vcpus: int
     ram_gib: float
     disk_class: str
+    gpus: int = 1  # the instance's GPUs: one process per GPU, all in this shape's limits
 
     def __post_init__(self) -> None:
         if self.vcpus < 1:
             raise SizerError(f"a shape needs at least 1 vCPU, got {self.vcpus}")
         if not self.ram_gib > 0:
             raise SizerError(f"a shape needs RAM above 0, got {self.ram_gib} GiB")
+        if self.gpus < 1:
+            raise SizerError(f"a shape needs at least 1 GPU, got {self.gpus}")
+        if self.vcpus < self.gpus:
+            raise SizerError(f"a shape of {self.gpus} GPUs needs at least {self.gpus} vCPUs (one per GPU's "
+                             f"process), got {self.vcpus}")
 
     @property
     def key(self) -> str:
-        """Stable identity, used in point keys: '2vcpu-4gib-standard'."""
-        return f"{self.vcpus}vcpu-{self.ram_gib:g}gib-{self.disk_class}"
+        """Stable identity, used in point keys: '2vcpu-4gib-standard'; with more GPUs than one,
+        '16vcpu-64gib-local-nvme-g2' (a one-GPU shape's key never changes, so stores resume)."""
+        base = f"{self.vcpus}vcpu-{self.ram_gib:g}gib-{self.disk_class}"
+        return base if self.gpus == 1 else f"{base}-g{self.gpus}"
 
     @property
     def ram_bytes(self) -> int:
         return int(round(self.ram_gib * GIB))
 
     def label(self) -> str:
-        return f"{self.vcpus} vCPU / {self.ram_gib:g} GiB / {self.disk_class}"
+        base = f"{self.vcpus} vCPU / {self.ram_gib:g} GiB / {self.disk_class}"
+        return base if self.gpus == 1 else f"{base} / {self.gpus} GPUs"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"vcpus": self.vcpus, "ram_gib": self.ram_gib, "disk_class": self.disk_class}
+        """The shape as the store keeps it; `gpus` only where it is more than one."""
+        shape: dict[str, Any] = {"vcpus": self.vcpus, "ram_gib": self.ram_gib, "disk_class": self.disk_class}
+        if self.gpus != 1:
+            shape["gpus"] = self.gpus
+        return shape
 
 
 # ---------------------------------------------------------------- the host's CPUs
@@ -130,6 +147,27 @@ def select_cpus(vcpus: int, host: HostCpus) -> tuple[int, ...]:
     return tuple(sorted(chosen))
 
 
+# ---------------------------------------------------------------- the host's GPUs
+def host_gpu_ids(environ: dict[str, str] | None = None) -> list[str]:
+    """The GPUs sizer may give points, as CUDA names them: the entries of the host's
+    CUDA_VISIBLE_DEVICES where it is set (a list the host chose), else one index per GPU NVML sees.
+    A point's GPU indices are positions in this list (`sizer.runner.gpu_env`)."""
+    env = os.environ if environ is None else environ
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [part.strip() for part in listed.split(",") if part.strip()]
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no library, no driver, no device: no GPU here
+        return []
+
+
 def host_ram_bytes() -> int:
     import psutil
 
@@ -193,6 +231,8 @@ def build_plan(
     config: dict[str, Any] | None = None,
     ceiling: bool = True,
     passes: int = 1,
+    gpus: list[int] | None = None,
+    vcpus_per_gpu: bool = False,
 ) -> list[PlannedPoint]:
     """workloads x shapes (each entry's grid shuffled: see `pass_order`), after one ceiling point
     (input=synthetic at the largest vCPU count and RAM) per image workload that takes synthetic input
@@ -202,7 +242,11 @@ def build_plan(
 
     `passes` > 1 measures every shape of an entry that many times, each pass in another order (see
     `pass_order`), so that a host whose speed drifts over minutes does not give one stretch of the
-    grid all its slow moments."""
+    grid all its slow moments.
+
+    `gpus` (default [1]) adds the GPU count as an axis; `vcpus_per_gpu` reads `vcpus` per GPU, so a
+    shape of N GPUs gets N times each level (scaling at fixed vCPUs per GPU). The ceiling point
+    stays a one-GPU point."""
     if not workloads or not vcpus or not ram_gib or not disks:
         raise SizerError("empty plan: give at least one workload, vCPU count, RAM size and disk class")
     if not 1 <= passes <= MAX_PASSES:
@@ -210,6 +254,8 @@ def build_plan(
     vcpus = sorted(set(vcpus))
     ram_gib = sorted(set(ram_gib))
     disks = list(dict.fromkeys(disks))
+    gpu_counts = sorted(set(gpus or [1]))
+    shapes = grid_shapes(vcpus, ram_gib, disks, gpu_counts, vcpus_per_gpu)
     base_config = dict(config or {})
     points: list[PlannedPoint] = []
     with_ceiling: set[str] = set()
@@ -226,8 +272,7 @@ def build_plan(
             disk = "local-nvme" if "local-nvme" in disks else disks[0]
             cfg = dict(base_config, input="synthetic")
             points.append(PlannedPoint(name, profile, InstanceShape(max(vcpus), max(ram_gib), disk), cfg, ceiling=True))
-        grid = [PlannedPoint(name, profile, InstanceShape(v, ram, disk), dict(point_config))
-                for disk in disks for ram in ram_gib for v in vcpus]
+        grid = [PlannedPoint(name, profile, shape, dict(point_config)) for shape in shapes]
         for pass_no in range(1, passes + 1):
             points.extend(dataclasses.replace(p, pass_no=pass_no) for p in pass_order(grid, pass_no))
     keys = [p.key for p in points]
@@ -237,6 +282,15 @@ def build_plan(
 
 
 MAX_PASSES = 9
+
+
+def grid_shapes(vcpus: list[int], ram_gib: list[float], disks: list[str], gpus: list[int],
+                vcpus_per_gpu: bool = False) -> list[InstanceShape]:
+    """The grid's shapes: GPU counts, then disks, RAM and vCPUs (one GPU's grid as without the axis).
+    `vcpus_per_gpu`: a shape of N GPUs gets N times each vCPU level."""
+    gpus = sorted(set(gpus))
+    return [InstanceShape(v * g if vcpus_per_gpu else v, ram, disk, g)
+            for g in gpus for disk in disks for ram in ram_gib for v in vcpus]
 
 
 def pass_order(grid: list[PlannedPoint], pass_no: int) -> list[PlannedPoint]:

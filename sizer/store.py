@@ -30,7 +30,8 @@ __all__ = ["SCHEMA_VERSION", "Store", "SweepRow", "host_fingerprint", "plan_hash
 def host_fingerprint(info: dict[str, Any]) -> str:
     """A machine's identity: host name, CPU model and threads, GPU models, and what tells two
     machines of one kind apart (their GPUs' UUIDs, /etc/machine-id): lent GPU machines all carry
-    the host name 'vm' and the same CPU and GPU models."""
+    the host name 'vm' and the same CPU and GPU models. A fleet's node (sizer.fleet) adds the node
+    types it offers: two nodes on one machine are two hosts of the fleet."""
     raw_gpu = info.get("gpu")
     gpu: dict[str, Any] = raw_gpu if isinstance(raw_gpu, dict) else {}
     uuids = sorted(str(d.get("uuid")) for d in gpu.get("devices", []) if isinstance(d, dict) and d.get("uuid"))
@@ -39,6 +40,8 @@ def host_fingerprint(info: dict[str, Any]) -> str:
         identity["gpu_uuids"] = uuids
     if info.get("machine_id"):
         identity["machine_id"] = info["machine_id"]
+    if info.get("fleet_node"):
+        identity["fleet_node"] = info["fleet_node"]
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -329,6 +332,11 @@ class Store:
             insert_steps(self.conn, point_id, result.steps)
             return point_id
 
+    def remove_point(self, sweep_id: int, key: str) -> None:
+        """Delete one point and its steps (a fleet's mark of a lost point, once it is measured)."""
+        with self.conn:
+            self.conn.execute("DELETE FROM points WHERE sweep_id=? AND key=?", (sweep_id, key))
+
     def point_keys(self, sweep_id: int) -> set[str]:
         return {r[0] for r in self.conn.execute("SELECT key FROM points WHERE sweep_id=?", (sweep_id,))}
 
@@ -365,11 +373,14 @@ class Store:
         once (what the registered workload declares)."""
         from workloads import declares_reads_once
 
-        calibration = {s.id: sweep_calibration_ips(s.calibration) for s in self.sweeps()}
+        sweeps = self.sweeps()
+        calibration = {s.id: sweep_calibration_ips(s.calibration) for s in sweeps}
+        host_of = {s.id: s.host_id for s in sweeps}
         out = []
         for row, result in self.results(sweep_id):
             point = point_from_result(row, result)
             point.calibration_ips = calibration.get(row["sweep_id"])
+            point.extra["host_id"] = host_of.get(row["sweep_id"])  # the report's section per host
             point.reads_once = declares_reads_once(point.workload)
             out.append(point)
         return out
@@ -418,4 +429,12 @@ def point_from_result(row: Any, result: Result) -> Point:
         decode=str(result.config.get("decode", "")),
         extra=extra,
         method=result.method,
+        gpus=stored_gpus(extra),
     )
+
+
+def stored_gpus(extra: dict[str, Any]) -> int:
+    """A stored point's GPU count: its shape's (`InstanceShape.as_dict` keeps it only above one)."""
+    shape = extra.get("shape")
+    gpus = shape.get("gpus", 1) if isinstance(shape, dict) else 1
+    return int(gpus) if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus >= 1 else 1

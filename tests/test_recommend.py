@@ -113,17 +113,20 @@ def test_workload_that_needs_local_nvme_only_goes_to_instances_with_room_on_it(d
 
 
 def test_ram_bound_goes_to_the_instance_that_caches_the_dataset(disk_classes):
-    # A 40 GiB dataset read at 1 MB per sample: no cloud disk feeds 1,425 images/s uncached, but 61 GiB
-    # of RAM caches it all. GCP's n1 V100 shares (30 GiB) are cheaper and fall short on memory.
+    # A 40 GiB dataset read at 1 MB per sample: no cloud disk feeds 1,425 images/s uncached, but 44 GiB
+    # of RAM (4 GiB footprint + the dataset) caches it all. GCP's one-V100 n1-standard-8 (30 GiB) falls
+    # short on memory; its 2-V100 n1-standard-16 (60 GiB) caches the dataset once for both GPUs (60 - 4
+    # GiB of the second GPU's process = 56 GiB to each as if alone) at the same $2.86 per GPU-hour,
+    # cheaper than AWS's p3.2xlarge ($3.06), which caches it too.
     rec = _scenario(disk_classes, _truth(gpu_ceiling=1500.0, bytes_per_sample=1.0, footprint_gib=4.0,
                                          dataset_gib=40.0), (16.0, 48.0), "V100")
-    assert _chosen(rec) == ("p3.2xlarge", "standard")
-    assert rec.chosen.instance.memory_gib == 61
-    rejected = rec.rejected_cheaper
-    assert {o.instance.instance_type for o in rejected} == {"n1-standard-8", "n1-standard-16", "n1-standard-32",
-                                                            "n1-standard-64"}
-    assert all(o.bottleneck == "memory" and o.instance.cloud == "gcp" for o in rejected)
-    assert "GiB would cache enough" in rejected[0].reason
+    assert _chosen(rec) == ("n1-standard-16", "standard")
+    assert "one page cache for all its GPUs" in rec.chosen.reason and rec.chosen.share_memory_gib == 30
+    one_gpu = [o for o in rec.considered if o.instance.instance_type == "n1-standard-8" and o.disk_class == "standard"]
+    assert len(one_gpu) == 1 and not one_gpu[0].meets and one_gpu[0].bottleneck == "memory"
+    assert "GiB would cache enough" in one_gpu[0].reason
+    p3 = [o for o in rec.considered if o.instance.instance_type == "p3.2xlarge" and o.disk_class == "standard"]
+    assert p3[0].meets and p3[0].price_per_gpu_hour > rec.chosen.price_per_gpu_hour
 
 
 def test_a_workload_that_does_not_fit_gpu_memory_cannot_go_there(disk_classes):
@@ -331,7 +334,12 @@ def test_a_choice_that_rests_on_more_vcpus_than_were_measured_says_so(disk_class
     points = simulate_points("w", truth, (1, 2, 4, 8), DISKS, (16.0, 32.0), noise=0.02, seed=7, gpu_model="A10G")
     fit = fit_points(points, disk_classes)["w"]
     assert fit.measured_vcpus_max == 8
-    rec = recommend(fit, load_catalog(gpu="A10G"), "A10G", disk_classes=disk_classes)
+    # At 0.9 the model's own error in extrapolating a level (sizer.model.level_error) widens the
+    # range at 16 vCPUs below the tolerance: 16 vCPUs is only the optimistic pick. On the figure
+    # itself (0.5) it is the pick, and the note says what it rests on.
+    ranged = recommend(fit, load_catalog(gpu="A10G"), "A10G", disk_classes=disk_classes)
+    assert _chosen(ranged)[0] != "g5.4xlarge" and ranged.optimistic.instance.instance_type == "g5.4xlarge"
+    rec = recommend(fit, load_catalog(gpu="A10G"), "A10G", disk_classes=disk_classes, confidence=0.5)
     assert _chosen(rec)[0] == "g5.4xlarge"
     note = next(n for n in rec.notes if "extrapolating" in n)
     assert "16 vCPUs, more than the 8 measured" in note and "measure a shape with 16 vCPUs" in note

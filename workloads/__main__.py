@@ -14,7 +14,7 @@ import time
 import traceback
 from pathlib import Path
 
-from workloads import get, load_all
+from workloads import for_spec, load_all
 from workloads.protocol import ERROR, Result, Spec
 
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
     text = sys.stdin.read() if args.spec == "-" else Path(args.spec).read_text()
     spec = Spec.from_json(text)
-    workload = get(spec.workload)
+    workload = for_spec(spec)
     if args.cmd == "prepare":
         workload.prepare(spec)
         return 0

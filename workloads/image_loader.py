@@ -31,7 +31,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from workloads import distributed
 from workloads.batch_buffers import BatchRecycler, ImageBatch, batch_tensor
+from workloads.distributed import shard
 from workloads.formats import readers
 from workloads.image_transforms import decode_rgb, steps_before_uint8
 from workloads.loop import StepClock, batch_samples, new_meter, run_epochs
@@ -219,12 +221,22 @@ class EndlessPasses:
     """Sample indices, pass after pass over `n` samples (a new shuffle each pass when asked), never
     ending. The loader's workers then run on across pass boundaries instead of draining and
     re-priming at every epoch, a stall that a full-size dataset's long epochs make negligible but
-    a scaled-down dataset's short ones would not (2.5 s at each 70-batch epoch of a GPU run)."""
+    a scaled-down dataset's short ones would not (2.5 s at each 70-batch epoch of a GPU run).
 
-    def __init__(self, n: int, shuffle: bool, seed: int):
+    Rank `rank` of `world` (a multi-GPU point) takes its shard of each pass (`distributed.shard`):
+    every rank shuffles with the same seed, so the shards of a pass never overlap."""
+
+    def __init__(self, n: int, shuffle: bool, seed: int, rank: int = 0, world: int = 1):
         self.n = n
         self.shuffle = shuffle
         self.seed = seed
+        self.rank = rank
+        self.world = world
+
+    @property
+    def pass_samples(self) -> int:
+        """The samples of one pass of this rank: all of them, or its shard's."""
+        return self.n // self.world
 
     def __iter__(self):
         rng = random.Random(self.seed)
@@ -232,10 +244,10 @@ class EndlessPasses:
         while True:
             if self.shuffle:
                 rng.shuffle(order)
-            yield from order
+            yield from shard(order, self.rank, self.world)
 
     def __len__(self) -> int:
-        return self.n * 1_000_000  # "endless" for the loader's length
+        return self.pass_samples * 1_000_000  # "endless" for the loader's length
 
 
 def make_loader(
@@ -260,15 +272,18 @@ def make_loader(
     their vCPUs as busy as before: docs/PERFORMANCE.md; PyTorch 2.6 and later, ignored before)."""
     import torch
 
-    if len(dataset) < batch_size:
-        raise ValueError(f"the dataset has {len(dataset)} images, fewer than one batch of {batch_size}")
+    plan = distributed.current()
+    sampler = EndlessPasses(len(dataset), shuffle, seed, *((plan.rank, plan.world) if plan else (0, 1)))
+    if sampler.pass_samples < batch_size:
+        share = f" ({sampler.pass_samples} for each of {sampler.world} GPUs)" if sampler.world > 1 else ""
+        raise ValueError(f"the dataset has {len(dataset)} images{share}, fewer than one batch of {batch_size}")
     if recycle_batches and workers > 0 and isinstance(dataset, ImageSamples) and dataset.assembles:
         dataset.recycler = BatchRecycler(workers, prefetch_factor + 2)
     unordered: dict[str, Any] = {} if in_order or not _loader_takes_in_order() else {"in_order": False}
     return torch.utils.data.DataLoader(
         dataset,
         batch_size=batch_size,
-        sampler=EndlessPasses(len(dataset), shuffle, seed),
+        sampler=sampler,
         num_workers=workers,
         prefetch_factor=prefetch_factor if workers > 0 else None,
         persistent_workers=workers > 0,
@@ -373,7 +388,9 @@ def run_feed(spec: Spec, cfg: dict[str, Any], device: str, feed: Feed, batches: 
     meter = new_meter(spec, cfg, feed.warmup, device, round_steps=feed.workers, loader_fed=feed.loader_fed)
     if feed.dataset is not None:
         watch_decoding(meter, feed.dataset)
+    sampler = getattr(feed.loader, "sampler", None)
+    pass_samples = None if feed.dataset is None else getattr(sampler, "pass_samples", len(feed.dataset))
     with closing_loader(feed.loader):
-        run_epochs(meter, batches, step, StepClock(device), result.extra,
-                   pass_samples=len(feed.dataset) if feed.dataset is not None else None, samples_of=batch_samples)
+        run_epochs(meter, batches, step, StepClock(device), result.extra, pass_samples=pass_samples,
+                   samples_of=batch_samples)
         meter.finish(result, spec.vcpus)

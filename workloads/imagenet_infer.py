@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from workloads import stats
+from workloads.distributed import STREAMS, run_ranks
 from workloads.image_loader import INPUTS, Feed, image_feed, open_images, run_feed
 from workloads.image_transforms import NORMALIZE, DeviceInput, eval_transform
 from workloads.loop import is_cuda, synthetic_batches
@@ -76,6 +77,7 @@ class ImagenetInfer(Workload):
     dataset = "imagenet"
     stresses = "disk, CPU decode, GPU"
     reads_once = True  # batch inference sees each input once; sweeps measure its first pass
+    multi_gpu = STREAMS  # one independent process per GPU, each on its shard (workloads.distributed)
     inputs = INPUTS  # synthetic too: a sweep's ceiling point (sizer.shapes.wants_ceiling)
     choices = {"input": INPUTS, "normalize": NORMALIZE, "model": tuple(ARCH_KWARGS), "device": DEVICES,
                "precision": PRECISIONS}
@@ -87,6 +89,8 @@ class ImagenetInfer(Workload):
             open_images(spec.data_dir, cfg["input"], cfg["split"])
 
     def run(self, spec: Spec) -> Result:
+        if spec.gpus > 1:  # before torch is imported: the streams are forked from this process
+            return run_ranks(self, spec)
         cfg = self.config_for(spec)
         source = check_choice(cfg, "input", INPUTS)
         normalize = check_choice(cfg, "normalize", NORMALIZE)

@@ -30,6 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
+from workloads import distributed
+from workloads.distributed import STREAMS, run_ranks
 from workloads.formats.readers import open_image_dataset, read_ahead, read_file
 from workloads.formats.writers import open_writer
 from workloads.measure import Meter, bottleneck_label
@@ -149,6 +151,7 @@ class ImagenetPreprocess(Workload):
     dataset = "imagenet"
     stresses = "disk, CPU"
     reads_once = True
+    multi_gpu = STREAMS  # one independent job per GPU, each on its shard of the folder (workloads.distributed)
     choices = {"format": _SHARD_FORMATS}
     setting_types = {"processes": (int, type(None)), "max_images": (int, type(None))}
     defaults = {
@@ -170,6 +173,8 @@ class ImagenetPreprocess(Workload):
         self._folder(spec, self.config_for(spec))
 
     def run(self, spec: Spec) -> Result:
+        if spec.gpus > 1:  # one stream per GPU, each on its shard of the folder
+            return run_ranks(self, spec)
         cfg = self.config_for(spec)
         fmt = cfg["format"]
         if fmt not in _SHARD_FORMATS:
@@ -179,10 +184,13 @@ class ImagenetPreprocess(Workload):
         items = list(folder.samples)
         if cfg.get("max_images"):
             items = items[: int(cfg["max_images"])]
+        plan = distributed.current()
+        if plan is not None:  # a stream of a multi-GPU point: its shard of the folder
+            items = list(distributed.shard(items, plan.rank, plan.world))
         processes = int(cfg.get("processes") or max(1, spec.vcpus))
         tasks = _tasks(str(folder.root), items, cfg)
         # Warm-up: the workers' start and each one's first chunk (nothing is read ahead beyond that).
-        meter = Meter(
+        meter = distributed.new_meter(
             warmup_steps=processes + 1,
             time_budget_s=spec.time_budget_s,
             min_steps=int(cfg.get("min_steps", 10)),

@@ -21,6 +21,7 @@ import collections
 from typing import Any
 
 from workloads.batch_buffers import RegisteredCopy, use_registered_buffers
+from workloads.distributed import DATA_PARALLEL, data_parallel, run_ranks
 from workloads.gpu_augment import GpuAugment, collate_raw
 from workloads.image_loader import DECODERS, INPUTS, Feed, ImageSamples, image_feed, open_images, run_feed
 from workloads.image_transforms import NORMALIZE, DeviceInput, train_transform
@@ -100,6 +101,7 @@ class ImagenetTrain(Workload):
     framework = "pytorch"
     unit = "images/s"
     dataset = "imagenet"
+    multi_gpu = DATA_PARALLEL  # one process per GPU, DistributedDataParallel (workloads.distributed)
     stresses = "GPU, CPU decode, then disk, RAM"
     choices = {"input": INPUTS, "decode": DECODERS, "normalize": NORMALIZE, "model": tuple(ARCH_KWARGS),
                "device": DEVICES, "precision": PRECISIONS, "register_buffers": ("auto", True, False)}
@@ -112,6 +114,8 @@ class ImagenetTrain(Workload):
             open_images(spec.data_dir, cfg["input"], cfg["split"])
 
     def run(self, spec: Spec) -> Result:
+        if spec.gpus > 1:  # before torch is imported: the ranks are forked from this process
+            return run_ranks(self, spec)
         cfg = self.config_for(spec)
         source = check_choice(cfg, "input", INPUTS)
         decode = check_choice(cfg, "decode", DECODERS)
@@ -179,6 +183,7 @@ def _sgd_step(cfg: dict[str, Any], device: str):
 
     model = build_cnn(cfg["model"], device, bool(cfg["channels_last"]), aux_logits=cfg.get("aux_logits"))
     model.train()
+    model = data_parallel(model, device)  # in a rank of a multi-GPU point; the model itself otherwise
     stage_done("model_built")
     optimizer = torch.optim.SGD(
         model.parameters(), lr=float(cfg["lr"]), momentum=float(cfg["momentum"]), weight_decay=float(cfg["weight_decay"])

@@ -16,6 +16,7 @@ import math
 import time
 from typing import Any, Callable, Iterable, Iterator
 
+from workloads import distributed
 from workloads.measure import Meter, tree_counters
 
 
@@ -239,10 +240,11 @@ def synthetic_batches(make: Callable[[], Any]):
 
 def new_meter(spec: Any, cfg: dict[str, Any], warmup: int, device: str, round_steps: int = 1,
               loader_fed: bool = False) -> Meter:
-    """A meter for a timed loop. `loader_fed`: batches come from loader workers that read ahead, so
-    the window opens once the loop has drained the batches they made before it (`drain_ready`;
-    config `drain: false` turns that off)."""
-    return Meter(
+    """A meter for a timed loop (in a rank of a multi-GPU point, its `distributed.RankMeter`).
+    `loader_fed`: batches come from loader workers that read ahead, so the window opens once the
+    loop has drained the batches they made before it (`drain_ready`; config `drain: false` turns
+    that off)."""
+    return distributed.new_meter(
         round_steps=round_steps,
         warmup_steps=warmup,
         time_budget_s=spec.time_budget_s,

@@ -256,10 +256,19 @@ def limits_seen() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- GPU sampling
-class GpuSampler:
-    """Samples GPU utilisation and memory through NVML in a thread; does nothing without a GPU."""
+def sampled_gpu() -> str:
+    """The GPU a worker's sampler reads, as NVML knows it (an index or a UUID): the first of the
+    point's GPUs (SIZER_NVML_GPUS, set by sizer's runner; a rank of a multi-GPU point gets its own),
+    else GPU 0."""
+    listed = [g.strip() for g in os.environ.get("SIZER_NVML_GPUS", "").split(",") if g.strip()]
+    return listed[0] if listed else "0"
 
-    def __init__(self, index: int = 0, period_s: float = 0.2):
+
+class GpuSampler:
+    """Samples GPU utilisation and memory through NVML in a thread; does nothing without a GPU.
+    `gpu`: an NVML index or UUID (default `sampled_gpu()`)."""
+
+    def __init__(self, gpu: int | str | None = None, period_s: float = 0.2):
         self.period_s = period_s
         self.util: list[float] = []
         self.mem_used: list[int] = []
@@ -272,7 +281,9 @@ class GpuSampler:
 
             pynvml.nvmlInit()
             self._nvml = pynvml
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            gpu = sampled_gpu() if gpu is None else str(gpu)
+            self._handle = (pynvml.nvmlDeviceGetHandleByIndex(int(gpu)) if gpu.isdigit()
+                            else pynvml.nvmlDeviceGetHandleByUUID(gpu))
             raw = pynvml.nvmlDeviceGetName(self._handle)
             self.name = raw.decode() if isinstance(raw, bytes) else raw
         except Exception:  # no NVML, no driver or no GPU: a normal answer
@@ -315,15 +326,17 @@ class Meter:
     """Collects step times, keeps warm-up out, and decides when the measurement is long enough.
 
     Warm-up lasts `warmup_steps` steps; for a loader-fed workload the caller passes at least the
-    prefetch depth in batches. The window opens when the last warm-up step completes: its counters
-    and its seconds start at the same moment. A meter made with `drain` opens it only when the loop
-    has taken the batches its loader made before and found the loader's queue empty
-    (`workloads.loop.drain_ready`, which calls `drained`), and one round of `round_steps` steps more
-    has run: a consumer faster than its loader would otherwise spend the window's first seconds on
-    that backlog at its own pace, and the figure would take them in. After warm-up the meter wants at
-    least `min_steps` steps and `min_seconds` seconds; then, if the spread of `n_windows` window
-    rates exceeds the target, it keeps going (up to `time_budget_s`) and otherwise stops. The point
-    is flagged noisy by the looser rule of `stats.is_noisy`, not by this target.
+    prefetch depth in batches. With `warmup_s` it also lasts until the steps after the first have
+    taken that many seconds (a user's command, whose steps sizer cannot count in advance). The
+    window opens when the last warm-up step completes: its counters and its seconds start at the
+    same moment. A meter made with `drain` opens it only when the loop has taken the batches its
+    loader made before and found the loader's queue empty (`workloads.loop.drain_ready`, which
+    calls `drained`), and one round of `round_steps` steps more has run: a consumer faster than its
+    loader would otherwise spend the window's first seconds on that backlog at its own pace, and
+    the figure would take them in. After warm-up the meter wants at least `min_steps` steps and
+    `min_seconds` seconds; then, if the spread of `n_windows` window rates exceeds the target, it
+    keeps going (up to `time_budget_s`) and otherwise stops. The point is flagged noisy by the
+    looser rule of `stats.is_noisy`, not by this target.
 
     The budget runs from the end of the first step. That step carries one-time costs no later step
     has (the loader's first batch, cuDNN's autotuning, the GPU libraries read from a cold disk): on a
@@ -355,9 +368,12 @@ class Meter:
         gpu: bool = True,
         round_steps: int = 1,
         drain: bool = False,
+        warmup_s: float = 0.0,
     ):
         self.warmup_steps = max(0, int(warmup_steps))
         self.drain = bool(drain)
+        self.warmup_s = max(0.0, float(warmup_s))
+        self._warm_s = 0.0  # seconds of the warm-up steps after the first
         self.time_budget_s = float(time_budget_s)
         self.round_steps = max(1, int(round_steps))
         self.min_steps = max(int(min_steps), n_windows * self.round_steps)
@@ -425,11 +441,12 @@ class Meter:
         if not self.steps:
             self.timeline["first_step_done"] = process_age_s()
             self._t_start = time.perf_counter()
-        if self._t_measure is None and self.warmup_steps == 0 and not self.drain:
+        if self._t_measure is None and self.warmup_steps == 0 and not self.drain and not self.warmup_s:
             self._open_window(self._snapshot(), ago_s=seconds)  # no warm-up: the first step is measured whole
         if self._t_measure is None:
+            self._warm_s += float(seconds) if self.steps else 0.0
             self.steps.append([float(seconds), float(samples), 1.0])
-            if len(self.steps) >= (self._open_at if self.drain else self.warmup_steps):
+            if len(self.steps) >= (self._open_at if self.drain else self.warmup_steps) and self._warm_s >= self.warmup_s:
                 self._open_window(self._snapshot())
             return
         self.steps.append([float(seconds), float(samples), 0.0])

@@ -10,6 +10,7 @@ import abc
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
@@ -35,6 +36,9 @@ PROFILES = ("gpu", "cpu-small")
 
 # Config `input` of a point measured with its batches already on the device: the GPU's own ceiling.
 SYNTHETIC_INPUT = "synthetic"
+
+# A throughput unit: what is counted, per second ("images/s"; a user's command names its own).
+UNIT_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*/s")
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,10 @@ class Workload(abc.ABC):
     # later pass finds its data in the page cache, so RAM beyond its own footprint cannot lift a disk
     # bound, whatever the dataset's size. Training reads its dataset every epoch.
     reads_once: ClassVar[bool] = False
+    # How a point of more than one GPU (`Spec.gpus` > 1) runs: "data-parallel" (one training process
+    # per GPU, gradients all-reduced: workloads.distributed), "streams" (one independent process per
+    # GPU), "own" (a user's command, which runs its GPUs itself: workloads.command) or "" (it cannot).
+    multi_gpu: ClassVar[str] = ""
     defaults: ClassVar[dict[str, dict[str, Any]]] = {}
     # The values a setting allows, for settings that take one of a few (`decode`: cpu or gpu).
     choices: ClassVar[dict[str, tuple[Any, ...]]] = {}
@@ -135,6 +143,9 @@ class Workload(abc.ABC):
     setting_types: ClassVar[dict[str, tuple[type, ...]]] = {}
     # A value that works only beside another setting's value: (key, value) -> (other key, its value).
     requires: ClassVar[dict[tuple[str, Any], tuple[str, Any]]] = {}
+    # Where the class comes from: "built-in", "plugin <distribution>" (the `sizer.workloads` entry
+    # points) or "command" (a user's command, `sizer run --command`).
+    origin: ClassVar[str] = "built-in"
 
     def config_for(self, spec: Spec) -> dict[str, Any]:
         if spec.profile not in self.defaults:
@@ -142,6 +153,12 @@ class Workload(abc.ABC):
         cfg = dict(self.defaults[spec.profile])
         cfg.update(spec.config or {})
         return cfg
+
+    @classmethod
+    def spec_config(cls, profile: str, config: dict[str, Any]) -> dict[str, Any]:
+        """The config a point's spec carries to its worker: the point's own settings, which the
+        worker lays over the defaults of the class it finds by name."""
+        return dict(config)
 
     def prepare(self, spec: Spec) -> None:  # pragma: no cover - default does nothing
         return None
@@ -201,7 +218,9 @@ class Workload(abc.ABC):
             "stresses": cls.stresses,
             "interpreter": cls.interpreter or "sizer",
             "reads_once": cls.reads_once,
+            "multi_gpu": cls.multi_gpu,
             "profiles": sorted(cls.defaults),
+            "origin": cls.origin,
         }
 
 
@@ -232,12 +251,18 @@ def _shown(value: Any) -> str:
 _REGISTRY: dict[str, type[Workload]] = {}
 
 
-def register(cls: type[Workload]) -> type[Workload]:
-    """Class decorator; refuses a second workload of the same name."""
+class DuplicateName(ValueError):
+    """A second workload class took a registered name."""
+
+
+def register(cls: type[Workload], replace: bool = False) -> type[Workload]:
+    """Class decorator; refuses a second workload of the same name unless told to `replace` it."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"duplicate workload name {cls.name!r}: {_REGISTRY[cls.name].__name__} and {cls.__name__}")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls and not replace:
+        taken = _REGISTRY[cls.name]
+        raise DuplicateName(f"duplicate workload name {cls.name!r}: taken by the {taken.origin} workload "
+                            f"{taken.__module__}.{taken.__name__}, so {cls.__module__}.{cls.__name__} cannot have it")
     _REGISTRY[cls.name] = cls
     return cls
 

@@ -14,6 +14,7 @@ import random
 import sys
 from typing import Any, Callable, Sequence
 
+from workloads import distributed
 from workloads.loop import is_cuda
 
 NUM_CLASSES = 1000
@@ -53,7 +54,8 @@ def check_choice(cfg: dict[str, Any], key: str, allowed: Sequence[str]) -> str:
 
 def setup_device(cfg: dict[str, Any], vcpus: int, seed: int) -> str:
     """Pick the device (config `device`: cuda or cpu), seed everything and size the main process's
-    thread pool to the shape (config `threads` overrides). Returns 'cuda' or 'cpu'."""
+    thread pool to the shape (config `threads` overrides); in a rank of a multi-GPU point, take its
+    GPU and join its process group (`workloads.distributed.join`). Returns 'cuda' or 'cpu'."""
     import torch
 
     device = cfg.get("device", "cpu")
@@ -71,6 +73,7 @@ def setup_device(cfg: dict[str, Any], vcpus: int, seed: int) -> str:
     torch.set_num_threads(max(1, int(cfg.get("threads") or vcpus)))
     random.seed(seed)
     torch.manual_seed(seed)
+    distributed.join(device)
     return device
 
 

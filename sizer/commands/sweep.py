@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from sizer.commands.fleet import FleetNodeWait, FleetTargets, FleetWholeNode, RayAddress, fleet_from_options, renderer
 from sizer.commands.options import (
     CatalogFiles,
     Confidence,
@@ -51,7 +52,8 @@ def _command_line() -> str:
 
 
 def render_point(data: dict[str, Any]) -> None:
-    table = Table(title=f"{data['workload']} @ {data['vcpus']} vCPU / {data['ram_gib']:g} GiB / {data['disk_class']}",
+    gpus = f" / {data['gpus']} GPUs" if data.get("gpus", 1) > 1 else ""
+    table = Table(title=f"{data['workload']} @ {data['vcpus']} vCPU / {data['ram_gib']:g} GiB / {data['disk_class']}{gpus}",
                   show_header=False, title_justify="left")
     table.add_column("what", style="bold", no_wrap=True)
     table.add_column("value")
@@ -74,8 +76,32 @@ def render_point(data: dict[str, Any]) -> None:
     print_table(table)
 
 
+# The options of a command job (`sizer run --command`, `sizer sweep --command`): docs/commands.md.
+CommandLine = Annotated[Optional[str], typer.Option(
+    "--command",
+    help="Measure your own command instead of a built-in workload: run by /bin/sh in the folder sizer was "
+         "started from. Placeholders {vcpus} {workers} {ram_gib} {data} {gpus} (also SIZER_VCPUS ... in its "
+         "environment); {{ and }} are literal braces. Its progress: `import sizer_progress; "
+         "sizer_progress.step(n)` per step, or --metric-regex.")]
+MetricRegexOption = Annotated[Optional[str], typer.Option(
+    "--metric-regex",
+    help="Read the command's progress from its stdout and stderr (lines split on \\r too): the named group "
+         "(?P<rate>...) is a rate in --unit, (?P<count>...) a cumulative count of samples, a plain group a rate.")]
+UnitOption = Annotated[Optional[str], typer.Option("--unit", help="The command's unit (default samples/s), e.g. tokens/s.")]
+
+
+def _command_job(command: str, name: str | None, metric_regex: str | None, unit: str | None,
+                 data: Path | None) -> str:
+    """The command job's workload, checked and registered; its name."""
+    from sizer.command_job import DEFAULT_NAME, CommandJob, define_command_job
+
+    return define_command_job(CommandJob(command=command, name=name or DEFAULT_NAME, metric_regex=metric_regex or "",
+                                         unit=unit or "samples/s", data=data))
+
+
 def run(
-    workload: Annotated[str, typer.Argument(help="Workload name (see `sizer workloads`).")],
+    workload: Annotated[Optional[str], typer.Argument(
+        help="Workload name (see `sizer workloads`); leave it out with --command.")] = None,
     vcpus: Annotated[int, typer.Option("--vcpus", min=1, help="vCPUs (hardware threads) of the shape.")] = 1,
     ram: Annotated[str, typer.Option("--ram", help="Host RAM of the shape, page cache included (e.g. 4G).")] = "4G",
     disk: Annotated[
@@ -96,16 +122,40 @@ def run(
     ] = None,
     limits: LimitBackendName = None,
     cpu_quota: CpuQuota = False,
+    gpus: Annotated[int, typer.Option(
+        "--gpus", min=1,
+        help="GPUs of the instance: training runs data-parallel (one process per GPU), inference and "
+             "preprocessing one stream per GPU, all in the shape's vCPUs, RAM and disk. On the cpu-small "
+             "profile each GPU is a CPU process (a test mode).")] = 1,
+    command: CommandLine = None,
+    name: Annotated[Optional[str], typer.Option(
+        "--name", help="The command job's name in the output and the store (default: command).")] = None,
+    metric_regex: MetricRegexOption = None,
+    unit: UnitOption = None,
     as_json: JsonOutput = False,
 ) -> None:
-    """Measure one point: WORKLOAD under one instance shape, in a fresh worker under real limits.
+    """Measure one point: WORKLOAD, or your own --command, under one instance shape, in a fresh
+    worker under real limits.
 
-    The dataset's pages are evicted first, so the point starts cold, as on a fresh instance.
+    The dataset's pages are evicted first, so the point starts cold, as on a fresh instance. With
+    --command, --data names the folder the job reads (the disk class applies to its device).
 
     Example: sizer run resnet50-train --vcpus 2 --ram 4G --disk standard --json
+
+    Example: sizer run --command 'python train.py --workers {workers} --data {data}' --data /data/imagenet
+    --vcpus 8 --ram 32G --disk standard --budget 60
+
+    Example: sizer run resnet50-train --gpus 2 --vcpus 32 --ram 96G   (2 GPUs, 16 vCPUs each)
     """
+    from sizer.command_job import command_options_problem
     from sizer.sweep import run_single
 
+    problem = command_options_problem(command, workload is not None, name, metric_regex, unit)
+    if problem:
+        raise SizerError(problem)
+    if command is not None:
+        workload = _command_job(command, name, metric_regex, unit, data)
+    assert workload is not None
     data_out = run_single(
         workload,
         vcpus,
@@ -118,6 +168,7 @@ def run(
         time_budget_s=budget,
         limits=limits,
         cpu_quota=cpu_quota,
+        gpus=gpus,
     )
     emit(data_out, as_json, render_point)
 
@@ -125,8 +176,10 @@ def run(
 def plan_lines(plan: dict[str, Any]) -> list[str]:
     """The dry run's plan in words: the grid, then the passes and why."""
     ram = ", ".join(f"{r:g}" for r in plan["ram_gib"])
-    grid = (f"plan: {', '.join(plan['workloads'])} x vCPUs {', '.join(map(str, plan['vcpus']))} x RAM {ram} GiB "
-            f"x disks {', '.join(plan['disks'])}")
+    per_gpu = " per GPU" if plan.get("vcpus_per_gpu") else ""
+    gpus = plan.get("gpus") or [1]
+    grid = (f"plan: {', '.join(plan['workloads'])} x vCPUs{per_gpu} {', '.join(map(str, plan['vcpus']))} x RAM {ram} GiB "
+            f"x disks {', '.join(plan['disks'])}" + (f" x GPUs {', '.join(map(str, gpus))}" if gpus != [1] else ""))
     passes = f"{plan['passes']} pass{'es' if plan['passes'] > 1 else ''}"
     passes += f", then --refine {plan['refine']}" if plan["refine"] else ""
     passes += f" ({plan['passes_reason']})" if plan.get("passes_reason") else ""
@@ -142,6 +195,7 @@ def render_dry_run(data: dict[str, Any]) -> None:
         name = p["workload"] + (" (synthetic input)" if p["ceiling"] else "")
         name += f" ({p['settings']})" if p.get("settings") else ""
         name += f" (pass {p['pass']})" if p.get("pass", 1) > 1 else ""
+        name += f" ({p['gpus']} GPUs)" if p.get("gpus", 1) > 1 else ""
         table.add_row(str(i), name, str(p["vcpus"]), f"{p['ram_gib']:g}", p["disk_class"], f"{p['estimated_s']:.0f}")
     print_table(table)
     from sizer.sweep import format_duration
@@ -178,7 +232,8 @@ def render_sweep(data: dict[str, Any]) -> None:
     for p in data["points"]:
         name = p["workload"] + (" (synthetic)" if p.get("ceiling") else "")
         name += f" (pass {p['pass']})" if p.get("pass", 1) > 1 else ""
-        shape = f"{p['vcpus']} / {p['ram_gib']:g} / {p['disk_class']}"
+        name += " (alone: interference check)" if p.get("alone") else ""
+        shape = f"{p['vcpus']} / {p['ram_gib']:g} / {p['disk_class']}" + (f" / {p['gpus']} GPUs" if p.get("gpus", 1) > 1 else "")
         status = p["status"] + (" (stored)" if p.get("stored") else "")
         rate = f"{_fmt_rate(p.get('throughput'))} {p.get('unit', '')}".strip()
         table.add_row(name, shape, status, rate, p.get("bottleneck", "") or "",
@@ -193,6 +248,10 @@ def render_sweep(data: dict[str, Any]) -> None:
         console.print(f"[yellow]calibration: {cal.get('status')} {cal.get('reason', '') or cal.get('error', '')}[/]")
     if data.get("skipped"):
         console.print(f"{data['skipped']} point(s) were already stored and not measured again")
+    if data.get("parallel"):
+        from sizer.sweep.parallel import describe_parallel
+
+        console.print(describe_parallel(data["parallel"]))
     for name, path in (data.get("outputs") or {}).items():
         console.print(f"{name}: {path}")
     console.print(f"store: {data.get('store')}")
@@ -247,12 +306,54 @@ Passes = Annotated[Optional[int], typer.Option(
          "its reverse, later ones shuffled anew); the model and the report take each shape's median. For "
          "hosts whose speed drifts over minutes (shared VMs). Default on a GPU: 2 and --refine 3 on a virtual "
          "machine or where the start calibration spreads by more than 10%, else 1; without a GPU: 1.")]
+GpuCounts = Annotated[Optional[str], typer.Option(
+    "--gpus",
+    help="GPU counts of the shapes, e.g. 1,2,4 (default 1): training runs data-parallel, inference and "
+         "preprocessing one stream per GPU, each shape's vCPUs, RAM and disk shared by its GPUs. Not more than "
+         "the host has; on the cpu-small profile each GPU is a CPU process (a test mode).")]
+VcpusPerGpu = Annotated[Optional[str], typer.Option(
+    "--vcpus-per-gpu",
+    help="vCPU levels per GPU instead of --vcpus, e.g. 8,16: a shape of N GPUs gets N times each level "
+         "(scaling at fixed vCPUs per GPU, with --gpus).")]
 Refine = Annotated[Optional[int], typer.Option(
     "--refine",
     metavar="N",
     help="After the passes, fit each workload without each shape in turn and measure once more its N "
          "shapes the model predicts worst (a shape measured at a slow or fast moment of the host); they "
          "join the shape's median like another pass. 0: off.")]
+Parallel = Annotated[Optional[int], typer.Option(
+    "--parallel",
+    metavar="K",
+    min=1,
+    help="Measure up to K one-GPU points at once, each on its own GPU with its own cores (NUMA-local where "
+         "the host has NUMA nodes), limits and dataset copy (slot i>0 reads a copy: the dataset's size again "
+         "on its disk per extra slot). Points of several GPUs run alone. Default: on a host with several GPUs, as "
+         "many (up to 4) as the plan's one-GPU shapes, their RAM and the copies fit; else 1.")]
+Interference = Annotated[Optional[int], typer.Option(
+    "--interference",
+    metavar="N",
+    min=0,
+    help="With --parallel: measure the first N shapes alone as well (same slot, nothing else running); the "
+         "report gives parallel against alone per shape, median and largest. Default 2; 0: off.")]
+Strategy = Annotated[str, typer.Option(
+    "--strategy",
+    help="grid: measure every shape of the grid. adaptive: per workload, start from a few shapes (the GPU "
+         "ceiling, the largest and smallest vCPU counts on the fastest and slowest disk), then measure one "
+         "shape at a time where the recommendation or the knee can still change, and stop when they hold "
+         "at both ends of the ranges (docs/design.md, \"Adaptive sweeps\").")]
+MaxPoints = Annotated[Optional[int], typer.Option(
+    "--max-points",
+    metavar="N",
+    help="With --strategy adaptive: measure at most N points per workload (its GPU ceiling included).")]
+
+
+def vcpu_levels(vcpus: str | None, vcpus_per_gpu: str | None) -> list[int] | None:
+    """The vCPU levels of --vcpus or of --vcpus-per-gpu (one of them, or neither: the default)."""
+    if vcpus and vcpus_per_gpu:
+        raise SizerError("give --vcpus or --vcpus-per-gpu, not both")
+    if vcpus_per_gpu:
+        return parse_int_list(vcpus_per_gpu, "--vcpus-per-gpu")
+    return parse_int_list(vcpus, "--vcpus") if vcpus else None
 
 
 def sweep(
@@ -279,6 +380,21 @@ def sweep(
     repeat_noisy: RepeatNoisy = None,
     passes: Passes = None,
     refine: Refine = None,
+    gpus: GpuCounts = None,
+    vcpus_per_gpu: VcpusPerGpu = None,
+    command: CommandLine = None,
+    name: Annotated[Optional[str], typer.Option(
+        "--name", help="The command job's name: its points, fit and report card (needed with --command).")] = None,
+    metric_regex: MetricRegexOption = None,
+    unit: UnitOption = None,
+    parallel: Parallel = None,
+    interference: Interference = None,
+    strategy: Strategy = "grid",
+    max_points: MaxPoints = None,
+    ray: RayAddress = None,
+    fleet_targets: FleetTargets = None,
+    fleet_node_wait: FleetNodeWait = None,
+    fleet_whole_node: FleetWholeNode = False,
     as_json: JsonOutput = False,
 ) -> None:
     """Measure workloads x instance shapes under real limits, point by point, and write the report.
@@ -297,13 +413,58 @@ def sweep(
       sizer sweep --workloads resnet50-infer --vcpus 2,4,8 --passes 3 --max-time 9m --resume
 
       sizer sweep --workloads resnet50-train --vcpus 2,4,8,12,16 --ram 8G,32G --passes 2 --refine 3
+
+      sizer sweep --workloads resnet50-train --gpus 1,2 --vcpus-per-gpu 8,16 --ram 96G --disks local-nvme
+
+      sizer sweep --workloads resnet50-train --vcpus 4,8 --ram 32G --disks local-nvme,standard --parallel 2
+
+      sizer sweep --workloads resnet50-train --strategy adaptive --max-points 12 --max-time 9m
+
+      sizer sweep --command 'python train.py --workers {workers}' --name my-train --vcpus 4,8,16 --ram 32G
+      --disks local-nvme,standard --data /data/imagenet
+
+      sizer sweep --ray auto --fleet-targets instance:g5.2xlarge,instance:g6.2xlarge --workloads resnet50-train
+      --vcpus 2,4,8 --ram 16G,30G --disks local-nvme --fleet-whole-node   (docs/fleet.md)
     """
-    from sizer.sweep import SweepOptions, run_sweep
+    opts = sweep_options(**{k: v for k, v in locals().items() if k != "as_json"})  # every option, by name
+    from sizer.sweep import run_sweep
+
+    try:
+        result = run_sweep(opts, progress=not dry_run)
+    except KeyboardInterrupt:
+        err_console.print("sweep stopped: committed points are kept; continue with the same command and --resume")
+        raise
+    emit(result, as_json, renderer(result, dry_run, render_sweep, render_dry_run))
+    if result.get("not_sized"):  # the report is written and says why
+        raise NothingSized(result["not_sized"])
+
+
+def sweep_options(
+    *, workloads: str | None, vcpus: str | None, ram: str | None, disks: str | None, disk_classes: Path | None,
+    profile: str, store: Path | None, out: Path, data: Path | None, gpu: str | None, catalog: list[Path] | None,
+    confidence: float, resume: bool, dry_run: bool, budget: float | None, set_: list[str] | None,
+    no_calibrate: bool, limits: str | None, max_time: str | None, cpu_quota: bool, repeat_noisy: float | None,
+    passes: int | None, refine: int | None, gpus: str | None, vcpus_per_gpu: str | None, command: str | None,
+    name: str | None, metric_regex: str | None, unit: str | None, parallel: int | None, interference: int | None,
+    strategy: str, max_points: int | None, ray: str | None, fleet_targets: str | None, fleet_node_wait: str | None,
+    fleet_whole_node: bool,
+) -> Any:
+    """`sizer sweep`'s options checked and gathered into SweepOptions (a SizerError names the first problem)."""
+    from sizer.command_job import command_options_problem
+    from sizer.sweep import SweepOptions
+    from sizer.sweep.adaptive_run import check_strategy
 
     check_confidence(confidence, "--confidence")
+    problem = command_options_problem(command, workloads is not None, name, metric_regex, unit, "--workloads")
+    if problem:
+        raise SizerError(problem)
+    if command is not None:
+        if not name:
+            raise SizerError("--command needs --name NAME in a sweep: the job's points, fit and report card go by it")
+        workloads = _command_job(command, name, metric_regex, unit, data)
     opts = SweepOptions(
         workloads=parse_str_list(workloads) if workloads else None,
-        vcpus=parse_int_list(vcpus, "--vcpus") if vcpus else None,
+        vcpus=vcpu_levels(vcpus, vcpus_per_gpu),
         ram_bytes=[parse_shape_ram(r) for r in parse_str_list(ram)] if ram else None,
         disks=parse_str_list(disks) if disks else None,
         disk_classes_file=str(disk_classes) if disk_classes else None,
@@ -326,16 +487,19 @@ def sweep(
         passes=passes,
         refine=refine,
         command=_command_line(),
+        gpus=parse_int_list(gpus, "--gpus") if gpus else None,
+        vcpus_per_gpu=bool(vcpus_per_gpu),
+        parallel=parallel,
+        interference=interference,
+        fleet=fleet_from_options(ray, fleet_targets, fleet_node_wait, fleet_whole_node),
+        strategy=strategy,
+        max_points=max_points,
     )
+    check_strategy(opts.strategy, opts.max_points, opts.passes, opts.refine, opts.gpus, opts.parallel, opts.fleet)
+    if opts.strategy == "adaptive":  # the chooser measures a shape again where it decides, not in passes
+        opts.passes, opts.refine = 1, 0
     if opts.workloads is not None and not opts.workloads:
         raise SizerError("--workloads: empty list")
     if opts.disks is not None and not opts.disks:
         raise SizerError("--disks: empty list")
-    try:
-        result = run_sweep(opts, progress=not dry_run)
-    except KeyboardInterrupt:
-        err_console.print("sweep stopped: committed points are kept; continue with the same command and --resume")
-        raise
-    emit(result, as_json, render_dry_run if dry_run else render_sweep)
-    if result.get("not_sized"):  # the report is written and says why
-        raise NothingSized(result["not_sized"])
+    return opts

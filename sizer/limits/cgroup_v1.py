@@ -79,10 +79,11 @@ class CgroupV1Group(LimitGroup):
     def _mkdir(self, controller: str) -> Path:
         parent = self.backend.parents[controller]
         for _ in range(5):  # another sizer may remove an empty `sizer` folder between the two steps
-            _ensure_parent(controller, parent)
             d = parent / self.name
             try:
-                d.mkdir(exist_ok=True)
+                with sysfs.TREE_LOCK:  # nor may a thread of this one (remove_parent_if_empty)
+                    _ensure_parent(controller, parent)
+                    d.mkdir(exist_ok=True)
                 return d
             except FileNotFoundError:
                 continue

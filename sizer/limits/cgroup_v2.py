@@ -59,9 +59,10 @@ class CgroupV2Group(LimitGroup):
     def _create(self) -> None:
         req = self.request
         for _ in range(5):  # another sizer may remove an empty `sizer` subtree between the steps
-            self.backend.ensure_parent()
             try:
-                self.dir.mkdir()
+                with sysfs.TREE_LOCK:  # nor may a thread of this one (remove_parent_if_empty)
+                    self.backend.ensure_parent()
+                    self.dir.mkdir()
                 break
             except FileNotFoundError:
                 continue

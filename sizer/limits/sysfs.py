@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +20,9 @@ PARENT = "sizer"
 _NAME = re.compile(r"^sizer-(\d+)-")
 _LABEL_CHARS = re.compile(r"[^a-z0-9.-]+")
 _counter = itertools.count(1)
+# Held while a group's `sizer` folder is set up and the group made in it, and while an empty one is
+# removed: a parallel sweep (sizer.sweep.parallel) makes and removes groups from several threads.
+TREE_LOCK = threading.RLock()
 
 
 def group_name(label: str) -> str:
@@ -131,8 +135,9 @@ def remove_dir(group_dir: Path, timeout_s: float = 5.0) -> bool:
 def remove_parent_if_empty(parent: Path) -> None:
     """Remove the shared `sizer` folder when no group is left in it (another sweep's groups keep it)."""
     try:
-        if parent.is_dir() and not any(p.is_dir() for p in parent.iterdir()):
-            os.rmdir(parent)
+        with TREE_LOCK:
+            if parent.is_dir() and not any(p.is_dir() for p in parent.iterdir()):
+                os.rmdir(parent)
     except OSError:
         pass
 

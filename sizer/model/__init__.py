@@ -23,7 +23,8 @@ The package is pure: points in, fits out; nothing is read or written. Its parts:
 - `evaluate`: held-out errors and the shapes predicted worst;
 - `tolerance`: the one "within tolerance of the ceiling" rule, and when a model is trusted;
 - `evidence`, `decision`: measurements outrank the model: the figure a sizing decision uses;
-- `uncertainty`: ranges drawn from the measurements' own spread.
+- `uncertainty`: ranges drawn from the measurements' own spread;
+- `level_error`: the model's own held-out error at vCPU counts nobody measured, which widens them.
 
 A fitted ceiling is never below the best measured shape (the median of its passes).
 """

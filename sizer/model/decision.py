@@ -4,7 +4,9 @@ Measurements outrank the model (`evidence`): where the shape contains a measured
 decision uses the best measured median it contains; beyond the largest measured vCPU count, the
 model's prediction but never less than that floor. A model that is not trusted (`model_trusted`)
 is not used at all: a shape without measured evidence is then not judged. The share of the
-ceiling comes with its range at the confidence level (`uncertainty`).
+ceiling comes with its range at the confidence level (`uncertainty`); a figure the model gives at a
+vCPU count nobody measured also carries the model's own held-out error there (`level_error`), and
+its pessimistic end never falls below the measured floor.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from sizer.model.evidence import DiskCaps, Evidence, MeasuredShape, disk_caps, evidence_for
+from sizer.model.level_error import vcpu_band, widen
 from sizer.model.tolerance import meets_tolerance, model_trusted
 from sizer.model.types import Prediction, WorkloadFit
-from sizer.model.uncertainty import FitDraws, anchored_range, fit_draws, model_draws, open_high
+from sizer.model.uncertainty import FitDraws, anchored_range, band_moves, fit_draws, model_draws, open_high
 
 # Where a decision's figure comes from (`ShapeFigure.basis`).
 BASES = ("measured", "measured floor", "model", "model above measured floor", "not judged")
@@ -43,11 +46,13 @@ class ShapeFigure:
 
 
 def shape_figure(fit: WorkloadFit, draws: FitDraws, predicted: Prediction, evidence: Evidence | None,
-                 trusted: bool, confidence: float) -> ShapeFigure:
+                 trusted: bool, confidence: float, band: float = 0.0) -> ShapeFigure:
     """The decision's figure for a shape the model predicts as `predicted`, with the measured
-    `evidence` for it (None: none, or none that applies), at `confidence`."""
+    `evidence` for it (None: none, or none that applies), at `confidence`; `band`: the model's own
+    error at the shape's vCPU count (`level_error.vcpu_band`), which widens a figure the model gives."""
     model = predicted.throughput
     measured = None if evidence is None else draws.shapes[evidence.best]
+    floor_end = None  # the measured floor's pessimistic end, under a figure the model gives
     if evidence is None:
         basis = "model" if trusted else "not judged"
         rate, samples = model, model_draws(draws, predicted)
@@ -55,10 +60,15 @@ def shape_figure(fit: WorkloadFit, draws: FitDraws, predicted: Prediction, evide
         floor = np.max(draws.rates[:, list(evidence.contained)], axis=1)
         if evidence.beyond and trusted and model >= evidence.figure:
             basis, rate, samples = "model above measured floor", model, np.maximum(model_draws(draws, predicted), floor)
+            floor_end = anchored_range(evidence.figure, floor, confidence)[0]
         else:
             basis, rate, samples = ("measured floor" if evidence.beyond else "measured"), evidence.figure, floor
     ceiling = fit.ceiling
     pessimistic, optimistic = anchored_range(rate, samples, confidence)
+    if basis.startswith("model") and band > 0:
+        pessimistic, optimistic = widen(rate, pessimistic, optimistic, *band_moves(draws, predicted, band))
+    if floor_end is not None:  # a model figure above a measured floor never ends below the floor's own end
+        pessimistic = max(pessimistic, min(floor_end, rate))
     unbounded = open_high(draws, predicted) if basis.startswith("model") else None
     if unbounded is not None:  # a term the points only bound caps nothing: the higher end can reach this
         if optimistic >= pessimistic:
@@ -103,7 +113,8 @@ class Judge:
         if self.measurements:
             disk = disk_caps(self.fit, self.table, disk_class, gpus)
             found = evidence_for(self.draws.shapes, self.caps, vcpus, ram_gib, disk, disk_class)
-        return shape_figure(self.fit, self.draws, predicted, found, self.trusted, self.confidence)
+        band = vcpu_band(self.fit, vcpus, self.confidence) if self.trusted else 0.0
+        return shape_figure(self.fit, self.draws, predicted, found, self.trusted, self.confidence, band)
 
     def meets(self, figure: ShapeFigure, optimistic: bool = False) -> bool:
         """Whether a judged figure is within tolerance of the ceiling at the pessimistic (or optimistic) end."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from typing import Callable
 
 import numpy as np
 
@@ -10,9 +12,10 @@ from sizer.diskclasses import DiskClass
 from sizer.errors import SizerError
 from sizer.model.assemble import FittedTerms, assemble
 from sizer.model.cpu_cost import cpu_cost_note, take_out_cpu_cost, window_cpu_speed
-from sizer.model.grouping import group_points
+from sizer.model.grouping import group_points, multi_gpu_groups
 from sizer.model.identify import fit_identifiable
 from sizer.model.measured import GroupMeasurements, measure_group
+from sizer.model.scaling import measure_scaling
 from sizer.model.problem import FitProblem, ape_stats, leave_one_out, starts, with_sharpness
 from sizer.model.types import WorkloadFit
 from sizer.points import Point, combine_passes
@@ -39,6 +42,8 @@ def fit_points(
     Workloads without a usable point are left out (nothing can be fitted from failures alone).
     A shape measured several times is fitted once, at its median (`points.combine_passes`).
     `cpu_cost`: each measurement first goes through `take_out_cpu_cost`, and each fit says so.
+    The fit is of one-GPU points; a variant's multi-GPU points go into its fit's `scaling`
+    (sizer.model.scaling), measured against it.
     """
     if dataset_gib is not None and dataset_gib <= 0:
         raise ValueError("dataset_gib must be > 0")
@@ -50,12 +55,16 @@ def fit_points(
         points = take_out_cpu_cost(points)
         scaled = group_points(points)  # each measurement, before a shape's passes become one point
     fits: dict[str, WorkloadFit] = {}
-    for name, group in group_points(combine_passes(points)).items():
+    combined = combine_passes(points)
+    multi_gpu = multi_gpu_groups(combined)
+    for name, group in group_points(combined).items():
         fit = fit_workload(name, group, disk_classes, dataset_gib, disk_mbps or {}, loo, smooth)
         if fit is None:
             continue
+        fit.refit_without = partial(_refit_without, name, group, disk_classes, dataset_gib, disk_mbps or {}, smooth)
         real = [p for p in group if p.usable and p.input != SYNTHETIC_INPUT]
         fit.reads_once = bool(real) and all(_reads_once(p) for p in real)
+        fit.scaling = measure_scaling(fit, group, multi_gpu.get(name, []))
         if fit.reads_once:
             fit.notes.append("reads each sample once: RAM beyond the workload's footprint cannot lift a "
                              "disk bound (no later pass finds the data in the page cache)")
@@ -63,6 +72,14 @@ def fit_points(
             fit.notes.append(cpu_cost_note(scaled.get(name, [])))
         fits[name] = fit
     return fits
+
+
+def _refit_without(name: str, group: list[Point], disk_classes: dict[str, DiskClass], dataset_gib: float | None,
+                   disk_mbps: dict[str, float], smooth: bool | None, leave: Callable[[Point], bool]) -> WorkloadFit | None:
+    """The group's fit made again without the real-input points `leave` picks (synthetic-input
+    points, which measure the GPU alone, always stay); no leave-one-out."""
+    kept = [p for p in group if p.input == SYNTHETIC_INPUT or not leave(p)]
+    return fit_workload(name, kept, disk_classes, dataset_gib, disk_mbps, False, smooth)
 
 
 def _reads_once(point: Point) -> bool:

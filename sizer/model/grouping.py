@@ -1,4 +1,5 @@
-"""Which points are fitted together: one group per workload variant."""
+"""Which points are fitted together: one group per workload variant, of one-GPU points; the
+multi-GPU points of each variant go beside its fit (sizer.model.scaling)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,13 @@ def variant_labels(points: list[Point]) -> dict[int, str]:
 
 
 def group_points(points: list[Point]) -> dict[str, list[Point]]:
-    """Points per fitted workload variant; synthetic-input points join every variant of their
+    """One-GPU points per fitted workload variant: the model describes one GPU (a multi-GPU point
+    measures a whole instance: `multi_gpu_groups`). Synthetic-input points join every variant of their
     workload that decodes on the CPU. A variant decoding on the GPU does not get them: decoding
     takes GPU time from training, so the rate with input already on the device does not bound it,
     and its own ceiling is fitted from its points (GPU-decoded training can level off at about
     3,000 images/s from 2 vCPUs up, against 4,673 with input on the device)."""
+    points = [p for p in points if p.gpus == 1]
     labels = variant_labels(points)
     groups: dict[str, list[Point]] = {}
     gpu_decoded: set[str] = set()
@@ -46,4 +49,16 @@ def group_points(points: list[Point]) -> dict[str, list[Point]]:
             targets = targets or ([p.workload] if p.workload not in gpu_decoded else [])
             for g in targets:
                 groups.setdefault(g, []).append(p)
+    return groups
+
+
+def multi_gpu_groups(points: list[Point]) -> dict[str, list[Point]]:
+    """The real-input points of more than one GPU per workload variant, labelled as `group_points`
+    labels that variant's one-GPU points (a multi-GPU point whose settings no one-GPU point shares
+    gets a label of its own, which no fit has)."""
+    labels = variant_labels(points)
+    groups: dict[str, list[Point]] = {}
+    for p in points:
+        if p.gpus > 1 and p.input != SYNTHETIC_INPUT:
+            groups.setdefault(labels[id(p)], []).append(p)
     return groups

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -54,6 +54,13 @@ class WorkloadFit:
     notes: list[str] = field(default_factory=list)
     reads_once: bool = False  # each sample read once: the page cache never serves a later pass
     uses_gpu: bool = True  # its points saw a GPU at work; a job without one has no GPU ceiling
+    # Per-GPU rate against GPU count (sizer.model.scaling.GpuScaling), from the multi-GPU points of
+    # the same workload variant; None: none measured (the one-GPU fit's points are one-GPU points).
+    scaling: Any = None
+    # The same fit made again without the real-input points a predicate picks (held-out errors,
+    # `sizer.model.level_error`); None for a fit built by hand.
+    refit_without: Callable[[Callable[[Point], bool]], WorkloadFit | None] | None = field(
+        default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------------ parameters
     def value(self, name: str, default: float | None = None) -> float | None:
@@ -127,6 +134,17 @@ class WorkloadFit:
         ram = cache_ram(point, footprint, dataset)
         disk = self.disk_mbps(point.disk_class)
         return self._predict(point.vcpus, point.ram_gib, ram, disk, cpu_scale=1.0)
+
+    def predict_share(self, point: Point, vcpus: float, ram_gib: float, disk_mbps: float | None) -> Prediction:
+        """`predict_measured` at another shape: `vcpus`, `ram_gib` and `disk_mbps` (None: not
+        capped) in place of the point's, measured as the point was (its window inside or past its
+        first pass). One GPU's share of a multi-GPU point (sizer.model.scaling)."""
+        footprint = self.value("footprint_gib")
+        dataset = self.value("measured_dataset_gib") or self.value("dataset_gib")
+        cache = min(ram_gib, cache_ram(point, footprint, dataset))
+        if self.reads_once:
+            cache = min(cache, footprint or 0.0)
+        return self._predict(vcpus, ram_gib, cache, disk_mbps, cpu_scale=1.0)
 
     def _predict(self, vcpus: float, ram_gib: float, cache_gib: float, disk_mbps: float | None,
                  cpu_scale: float = 1.0, monotone: bool = False) -> Prediction:

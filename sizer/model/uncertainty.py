@@ -15,6 +15,14 @@ of a *rate* at a shape (`model_range`) is what a measurement there would read: e
 its factor as measured, between the (1 - c) and c quantiles. A term that the points only bound (a
 ceiling or per-vCPU rate that is a lower bound, bytes per sample that are an upper bound) does not
 cap the high end. The draws use a fixed seed: the same points give the same ranges.
+
+Two more sources widen what the measurements' spread gives (`level_error`, `knee_range`):
+- the host's speed over the sweep (`calibration["timeline"]`: every calibration repeat against the
+  median of all), where recorded: the CPU factor at each end is the farther of the two, since both
+  measure how far the shared host's speed moves;
+- the model's own held-out error at the measured vCPU levels nearest a count nobody measured
+  (`level_error.vcpu_band`), moving the CPU and disk terms and added in quadrature: at such a count
+  the figure is the model's.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import numpy as np
 
 from sizer.model.equations import combine_terms
 from sizer.model.evidence import MeasuredShape, measured_shapes
+from sizer.model.level_error import vcpu_band, widen
 from sizer.model.tolerance import meets_tolerance
 from sizer.model.types import Prediction, WorkloadFit
 
@@ -48,14 +57,26 @@ class FitDraws:
     io_open: bool  # the disk term is only a lower bound
     gpu_open: bool  # the ceiling is only a lower bound
     sharpness: float  # the smooth minimum's p (0: min)
+    host: np.ndarray | None = None  # the host's speed over the sweep, relative to its median (timeline)
+    ceiling_measured: bool = True  # measured with input on the device, not a plateau the model fitted
 
     def factor(self, confidence: float, pessimistic: bool) -> float:
-        """The CPU factor at the pessimistic or the optimistic end of the range at `confidence`."""
-        return float(np.quantile(self.cpu, 1 - confidence if pessimistic else confidence))
+        """The CPU factor at the pessimistic or the optimistic end of the range at `confidence`: of the
+        measurements' spread and the host's speed over the sweep, the one farther out at that end."""
+        q = 1 - confidence if pessimistic else confidence
+        ends = [float(np.quantile(pool, q)) for pool in (self.cpu, self.host) if pool is not None and pool.size]
+        return min(ends) if q < 0.5 else max(ends)
 
 
-def fit_draws(fit: WorkloadFit, n: int = DRAWS, seed: int = SEED) -> FitDraws:
-    """The draws of a fit (see the module)."""
+def host_speeds(timelines: list[list[float]]) -> np.ndarray | None:
+    """Every calibration repeat of the sweeps' timelines against the median of its sweep (None: none
+    recorded). A sweep's own median: two sweeps may have run on different hosts."""
+    out = [np.asarray(ips, dtype=float) / np.median(ips) for ips in timelines if len(ips) >= 2]
+    return np.concatenate(out) if out else None
+
+
+def fit_draws(fit: WorkloadFit, n: int = DRAWS, seed: int = SEED, host: np.ndarray | None = None) -> FitDraws:
+    """The draws of a fit (see the module); `host`: the host's speed over the sweep (`host_speeds`)."""
     rng = np.random.default_rng(seed)
     shapes = measured_shapes(fit)
     rates = np.empty((n, len(shapes)))
@@ -66,7 +87,8 @@ def fit_draws(fit: WorkloadFit, n: int = DRAWS, seed: int = SEED) -> FitDraws:
     bound = {name: param.bound for name, param in fit.params.items()}
     return FitDraws(shapes, rates, measured["cpu"] / np.median(pools["cpu"]), measured["io"] / np.median(pools["io"]),
                     measured, bound.get("per_vcpu") == "lower", bound.get("bytes_per_sample") == "upper",
-                    bound.get("gpu_ceiling") == "lower", float(fit.value("knee_sharpness", 0.0) or 0.0))
+                    bound.get("gpu_ceiling") == "lower", float(fit.value("knee_sharpness", 0.0) or 0.0), host,
+                    getattr(fit.params.get("gpu_ceiling"), "source", "") == "measured")
 
 
 def _shape_draws(shape: MeasuredShape, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -120,10 +142,31 @@ def open_high(draws: FitDraws, predicted: Prediction) -> float | None:
                                draws.sharpness)[0])
 
 
-def model_range(draws: FitDraws, predicted: Prediction, confidence: float) -> tuple[float, float]:
-    """The (low, high) rate a measurement at one shape would read, at `confidence` (see the module)."""
+def model_range(draws: FitDraws, predicted: Prediction, confidence: float, band: float = 0.0) -> tuple[float, float]:
+    """The (low, high) rate a measurement at one shape would read, at `confidence` (see the module),
+    widened by the model's own error `band` where the shape's vCPU count was not measured."""
     if predicted.throughput <= 0:
         return 0.0, 0.0
+    low, high = _spread_range(draws, predicted, confidence)
+    return widen(predicted.throughput, low, high, *band_moves(draws, predicted, band))
+
+
+def band_moves(draws: FitDraws, predicted: Prediction, band: float) -> tuple[float, float]:
+    """How far (relative, down and up) the model's own error `band` moves a prediction: its CPU and
+    disk terms, and a ceiling it fitted, moved by the band; a measured ceiling kept (`level_error`)."""
+    if band <= 0 or predicted.throughput <= 0:
+        return 0.0, 0.0
+    terms = predicted.terms
+
+    def rate(factor: float) -> float:
+        gpu = terms["gpu"] * (1.0 if draws.ceiling_measured else factor)
+        return float(combine_terms(np.array([gpu]), np.array([terms["cpu"] * factor]),
+                                   np.array([terms.get("io", math.inf) * factor]), draws.sharpness)[0])
+
+    return max(1 - rate(1 - band) / predicted.throughput, 0.0), max(rate(1 + band) / predicted.throughput - 1, 0.0)
+
+
+def _spread_range(draws: FitDraws, predicted: Prediction, confidence: float) -> tuple[float, float]:
     terms, factor = predicted.terms, draws.measured
     rates = combine_terms(terms["gpu"] * factor["gpu"], terms["cpu"] * factor["cpu"],
                           terms.get("io", math.inf) * factor["io"], draws.sharpness)
@@ -138,21 +181,49 @@ def model_range(draws: FitDraws, predicted: Prediction, confidence: float) -> tu
     return max(float(low), 0.0), float(high)
 
 
+@dataclass(frozen=True)
+class KneeRange:
+    """The model's knee at the optimistic (`low`) and the pessimistic (`high`) end (None: not reached),
+    the CPU factors of those ends before the model's own error, and that error (`level_error`) where
+    the pessimistic knee was found (at the largest count searched where it was not)."""
+
+    low: int | None
+    high: int | None
+    optimistic: float
+    pessimistic: float
+    model_error: float
+
+
 def knee_range(fit: WorkloadFit, draws: FitDraws, tolerance: float, confidence: float, ram_gib: float,
-               disk_mbps: float | None, max_vcpus: int) -> tuple[int | None, int | None]:
-    """The fewest vCPUs within `tolerance` of the ceiling at the optimistic and at the pessimistic
-    end of the host speeds (ample RAM, the given disk); None where no count up to `max_vcpus` reaches it."""
-    factors = sorted((draws.factor(confidence, pessimistic=False), draws.factor(confidence, pessimistic=True)))
-    optimistic, pessimistic = (math.inf if draws.cpu_open else factors[1]), factors[0]
-    knees: dict[float, int | None] = {optimistic: None, pessimistic: None}
+               disk_mbps: float | None, max_vcpus: int) -> KneeRange:
+    """The fewest vCPUs within `tolerance` of the ceiling (ample RAM, the given disk) with the CPU term
+    moved to the optimistic and to the pessimistic end: the host's speeds (`FitDraws.factor`) and, at a
+    count without a CPU-bound measurement, the model's held-out error for the CPU term there
+    (`level_error.vcpu_band`), in quadrature. None where no count up to `max_vcpus` reaches it."""
+    optimistic = math.inf if draws.cpu_open else draws.factor(confidence, pessimistic=False)
+    pessimistic = draws.factor(confidence, pessimistic=True)
+    low = high = None
+    error = 0.0
     for v in range(1, max_vcpus + 1):
         predicted = fit.predict(v, ram_gib, disk_mbps)
-        for factor in knees:
-            if knees[factor] is None and _meets_at(fit, draws, predicted, factor, tolerance):
-                knees[factor] = v
-        if all(k is not None for k in knees.values()):
+        error = vcpu_band(fit, v, confidence, cpu=True)
+        up, down = _with_error(optimistic, pessimistic, error)
+        if low is None and _meets_at(fit, draws, predicted, max(up, down), tolerance):
+            low = v
+        if high is None and _meets_at(fit, draws, predicted, min(up, down), tolerance):
+            high = v
+        if low is not None and high is not None:
             break
-    return knees[optimistic], knees[pessimistic]
+    return KneeRange(low, high, optimistic, pessimistic, error)
+
+
+def _with_error(optimistic: float, pessimistic: float, error: float) -> tuple[float, float]:
+    """The two ends' factors moved away from 1 by the model's `error`, in quadrature (an error above 0
+    comes only at a confidence above 0.5, where the optimistic factor is the larger)."""
+    if error <= 0:
+        return optimistic, pessimistic
+    up = optimistic if math.isinf(optimistic) else 1 + math.hypot(max(optimistic - 1, 0.0), error)
+    return up, max(1 - math.hypot(max(1 - pessimistic, 0.0), error), 0.0)
 
 
 def _meets_at(fit: WorkloadFit, draws: FitDraws, predicted: Prediction, factor: float, tolerance: float) -> bool:

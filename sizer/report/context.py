@@ -6,6 +6,7 @@ and the command to reproduce. Every figure comes from a point or a fit."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import statistics
 from collections import Counter
@@ -17,8 +18,11 @@ from sizer.errors import SizerError
 from sizer.method import method_summary
 from sizer.points import Point, combine_passes
 from sizer.confidence import DEFAULT_CONFIDENCE, check_confidence
+from sizer.report.adaptive import attach_adaptive
+from sizer.report.hosts import host_labels, points_by_host, shared_workloads, side_by_side
 from sizer.report.load import host_gpu_names
-from sizer.report.trust import host_speed_timelines
+from sizer.report.parallel import parallel_context
+from sizer.report.trust import host_speed_timelines, sweep_host_speeds
 from sizer.report.values import jsonable, significant
 from sizer.report.workload import SizingTerms, disk_order, workload_context
 from sizer.store import sweep_calibration_ips
@@ -40,6 +44,7 @@ def _host_summary(host_id: int, host: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": host_id,
         "hostname": host.get("hostname"),
+        "fleet_node": host.get("fleet_node"),  # the node types it offered in a fleet sweep (sizer.fleet)
         "cpu_model": cpu.get("model") or host.get("cpu_model"),
         "hardware_threads": cpu.get("hardware_threads") or host.get("threads"),
         "physical_cores": cpu.get("physical_cores"),
@@ -230,14 +235,38 @@ def _target_catalog(target: str, gpu: str | None, catalog_files: Sequence[str | 
     return catalog
 
 
-def _workloads(measured: list[Point], points: list[Point], terms: SizingTerms) -> list[dict[str, Any]]:
-    """One entry per fitted group of points (a workload variant), in name order."""
+def _workloads(measured: list[Point], points: list[Point], terms: SizingTerms, on: str = "") -> list[dict[str, Any]]:
+    """One entry per fitted group of points (a workload variant), in name order; `on` names their host."""
     from sizer.model import fit_points, group_points
 
     # Every measurement: the fit takes each shape at the median of its passes, after --cpu-cost's scaling.
     fits = fit_points(measured, terms.disk_classes, dataset_gib=terms.dataset_gib, cpu_cost=terms.cpu_cost)
     by_workload = group_points(points)
-    return [workload_context(name, by_workload[name], fits.get(name), terms) for name in sorted(by_workload)]
+    out = []
+    for name in sorted(by_workload):
+        entry = workload_context(f"{name} on {on}" if on else name, by_workload[name], fits.get(name), terms)
+        if on:
+            entry["host"] = {"label": on, "variant": name}
+        out.append(entry)
+    return out
+
+
+def _workloads_per_host(measured: list[Point], points: list[Point], hosts: list[dict[str, Any]],
+                        sweeps: Sequence[Any], terms: SizingTerms) -> list[dict[str, Any]]:
+    """Each workload measured on several hosts once per host, fitted on that host's points alone
+    (sizer.report.hosts); every other workload once, as on one host."""
+    shared = shared_workloads(measured)
+    if not shared:
+        return _workloads(measured, points, terms)
+    alone = [p for p in measured if p.workload not in shared]
+    out = _workloads(alone, combine_passes(alone), terms) if alone else []
+    labels = host_labels(hosts)
+    for host_id, own in points_by_host([p for p in measured if p.workload in shared]).items():
+        own_terms = dataclasses.replace(terms, host_speeds=sweep_host_speeds([s for s in sweeps if s.host_id == host_id]))
+        out.extend(_workloads(own, combine_passes(own), own_terms, labels.get(host_id, f"host {host_id}")))
+    rank = {label: i for i, label in enumerate(labels.values())}  # hosts in the order their first sweep came
+    return sorted(out, key=lambda w: (w["host"]["variant"], rank.get(w["host"]["label"], -1)) if "host" in w
+                  else (w["workload"], -1))
 
 
 # ---------------------------------------------------------------------------- the context
@@ -279,7 +308,10 @@ def build_context(
     host_gpus = [g for h in hosts for g in h["gpus"]] + [p.gpu_model for p in points if p.gpu_model]
     target, target_source = _target_gpu(gpu, host_gpus)
     catalog = _target_catalog(target, gpu, catalog_files)
-    terms = SizingTerms(catalog, target, tolerance, disk_classes, dataset_gib, job_samples, cpu_cost, confidence)
+    terms = SizingTerms(catalog, target, tolerance, disk_classes, dataset_gib, job_samples, cpu_cost, confidence,
+                        sweep_host_speeds(sweeps))
+    workloads = _workloads_per_host(measured, points, hosts, sweeps, terms)
+    attach_adaptive(workloads, sweeps)  # `sizer sweep --strategy adaptive`: measured, predicted, why it stopped
     return jsonable({
         "schema_version": RESULTS_SCHEMA_VERSION,
         "sizer_version": __version__,
@@ -293,11 +325,13 @@ def build_context(
         "job_samples": job_samples,
         "cpu_cost": cpu_cost,
         "confidence": confidence,
-        "workloads": _workloads(measured, points, terms),
+        "workloads": workloads,
+        "side_by_side": side_by_side(workloads),  # several hosts' answers per workload, None for one host
         "catalog": _catalog_summary(catalog, catalog_files),
         "hosts": hosts,
         "sweeps": _sweep_rows(sweeps),
         "limits": _limits(enforcement, hosts),
+        "parallel": parallel_context(measured),  # `sizer sweep --parallel`: points beside others, the interference check
         "calibration": _calibration(points, sweeps),
         "method": method_summary(measured),  # the rule each figure follows (workloads.protocol.METHOD_VERSION)
         "disk_classes": [

@@ -41,6 +41,12 @@ def inputs_from_store(store: Any, sweep_id: int | None = None) -> dict[str, Any]
     return {"points": store.points(sweep_id), "sweeps": sweeps, "enforcement": enforcement}
 
 
+def inputs_from_sweeps(store: Any, sweep_ids: Iterable[int]) -> dict[str, Any]:
+    """`inputs_from_store` over several sweeps of a store (a fleet run's: one per target and host)."""
+    parts = [inputs_from_store(store, sweep_id) for sweep_id in sweep_ids]
+    return {key: [item for part in parts for item in part[key]] for key in ("points", "sweeps", "enforcement")}
+
+
 def load_inputs(store: str | Path | None, input_file: str | Path | None,
                 disk_classes: Iterable[str] | None = None) -> dict[str, Any]:
     """Points (and, from a store, sweeps and enforcement) from exactly one of a store or a points

@@ -44,6 +44,9 @@ class SizingTerms:
     job_samples: float | None = None
     cpu_cost: bool = False
     confidence: float = DEFAULT_CONFIDENCE  # the level of every range and of the pick
+    # Each sweep's calibration repeats over its run (`calibration["timeline"]`): the host's speed, which
+    # widens the knee range where it moved more than the measurements did.
+    host_speeds: tuple[tuple[float, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,8 @@ def _point_row(p: Point, predicted: float | None) -> dict[str, Any]:
         "gpu_util_pct": p.gpu_util_pct,
         "read_mb_per_sample": p.read_mb_per_sample,
         "pass_rates": p.extra.get("pass_rates"),  # every measurement of the shape, when more than one
+        "parallel": p.extra.get("parallel"),  # {"slots", "slot", "gpu"} where measured beside other points
+        "real_instance": bool(p.extra.get("real_instance")),  # measured the whole instance (sizer.fleet), not an emulation
     }
 
 
@@ -251,21 +256,23 @@ def _unfitted_parts(points: Sequence[Point], tolerance: float) -> dict[str, Any]
         "points": [_point_row(p, None) for p in points],
         "curves": {},
         "catalog_rows": [],
+        "scaling": None,
     }
 
 
 def _fitted_parts(points: Sequence[Point], fit: Any, terms: SizingTerms) -> dict[str, Any]:
-    from sizer.model.uncertainty import fit_draws
+    from sizer.model.uncertainty import fit_draws, host_speeds
 
     sizing = _size(points, fit, terms)
     recommendation, why_none, considered = recommend_options(
         fit, terms.catalog, terms.target, tolerance=terms.tolerance, disk_classes=terms.disk_classes,
         job_samples=terms.job_samples, confidence=terms.confidence)
     chosen = (recommendation or {}).get("chosen")
-    draws = fit_draws(fit)
+    draws = fit_draws(fit, host=host_speeds([list(ips) for ips in terms.host_speeds]))
     rows = _point_rows(points, fit)
     add_point_ranges(rows, points, fit, draws, terms.confidence)
     v_max = max((p.vcpus for p in points if p.usable), default=1)
+    by_decode = vcpu_knee(points, sizing.ceiling, terms.tolerance, fit.ceiling_name)
     return {
         "ceiling": sizing.ceiling,
         "ceiling_name": fit.ceiling_name,
@@ -275,11 +282,11 @@ def _fitted_parts(points: Sequence[Point], fit: Any, terms: SizingTerms) -> dict
         "knee": {
             "tolerance": terms.tolerance,
             "ceiling": sizing.ceiling,
-            "by_decode": vcpu_knee(points, sizing.ceiling, terms.tolerance, fit.ceiling_name),
+            "by_decode": by_decode,
             "predicted_vcpus": sizing.knee_vcpus,
             "predicted_at": {"ram_gib": sizing.ram_high, "disk_mbps": sizing.fastest_mbps},
             "range": knee_range_summary(fit, draws, terms.tolerance, terms.confidence, sizing.ram_high,
-                                        sizing.fastest_mbps, max(v_max * 4, 64)),
+                                        sizing.fastest_mbps, max(v_max * 4, 64), by_decode),
         },
         "needs": _needs(points, sizing, chosen),
         "model": _model_summary(fit),
@@ -287,6 +294,7 @@ def _fitted_parts(points: Sequence[Point], fit: Any, terms: SizingTerms) -> dict
         "points": rows,
         "curves": _curves(fit, points, sizing.disks, sizing.ram_high / 2),
         "catalog_rows": considered,
+        "scaling": fit.scaling.summary() if fit.scaling is not None else None,  # sizer.model.scaling
     }
 
 

@@ -11,7 +11,9 @@ Order of work (nothing is measured before every input is known good):
   5. for each point (`measure`): evict the dataset's pages, create the shape's limit group, run a
      fresh worker in it, remove the group, commit the point at once; with `--refine N`, once the
      passes are stored, fit each workload and measure once more its N shapes the model predicts
-     worst (`refine`);
+     worst (`refine`); with `--parallel K`, up to K one-GPU points at once, each in a slot of its
+     own GPU, cores and dataset copy, committed by the main thread as they end (`parallel`,
+     `placement`);
   6. write report.html, results.json and points.csv (`outputs`).
 Ctrl-C or SIGTERM stop after removing the group in use (`signals`); committed points stay and
 `--resume` continues with the rest.

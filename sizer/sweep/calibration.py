@@ -93,6 +93,6 @@ def calibration_of_host(store: Any, host_id: int, plan: SweepPlan) -> dict[str, 
             continue  # measured another per-image work: the figures do not compare
         if busy > 1 and int(cal.get("loaded_vcpus") or 0) < busy:
             continue
-        # Its timeline is that sweep's host: this sweep measures its own.
-        return {**{k: v for k, v in cal.items() if k != "timeline"}, "from_sweep": row.id}
+        # Its timeline is that sweep's host, its adaptive record that sweep's choices: this sweep keeps its own.
+        return {**{k: v for k, v in cal.items() if k not in ("timeline", "adaptive")}, "from_sweep": row.id}
     return None

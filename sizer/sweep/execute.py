@@ -26,6 +26,7 @@ from sizer.sweep.outputs import (
     stored_point_summary,
     write_sweep_outputs,
 )
+from sizer.sweep.parallel import ParallelRunner, ParallelSetup, Place, parallel_summary, plan_parallel
 from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan, load_workload_classes, plan_sweep
 from sizer.sweep.progress import SweepProgress
 from sizer.sweep.refine import refine_points
@@ -93,7 +94,7 @@ class _SweepRun:
     running counts and the summary the sweep hands back."""
 
     def __init__(self, plan: SweepPlan, opts: SweepOptions, store: Any, summary: dict[str, Any], started: float,
-                 on_point: OnPoint | None, progress: bool = False):
+                 on_point: OnPoint | None, progress: bool = False, parallel: ParallelSetup | None = None):
         self.plan, self.opts, self.store, self.summary = plan, opts, store, summary
         self.started = started  # the slice's clock (--max-time)
         self.on_point = on_point
@@ -108,6 +109,7 @@ class _SweepRun:
         self.walls: list[float] = []
         self.host_speed = HostSpeed(plan, store, 0, time.time())  # the sweep's own once it is open
         self.finished = False  # the sweep was finished before this run
+        self.parallel = ParallelRunner(self, parallel) if parallel is not None else None  # --parallel
 
     def open(self, host: dict[str, Any]) -> None:
         """Start the sweep, or with --resume take up the newest one of the same plan on this host."""
@@ -214,12 +216,25 @@ class _SweepRun:
             self.bar.note(f"measuring {len(self.todo)} of {len(self.plan.points)} points")
         with SweepProgress(len(self.plan.points), estimate, enabled=self.bar.enabled) as self.bar:
             self.completed = self.summary["skipped"]
-            for point in self.plan.points:
-                self.visit(point)
+            if self.opts.strategy == "adaptive":  # shape by shape where the answer can still change
+                from sizer.sweep.adaptive_run import measure_adaptively
+
+                measure_adaptively(self)
+            else:
+                self.measure(self.plan.points)
             if self.plan.refine and not self.left:
                 self.refine()
             if self.host_speed.enabled and self.host_speed.points_since:
                 self._measure_host_speed(0.0)  # the end of this run
+
+    def measure(self, points: list[PlannedPoint]) -> None:
+        """Each point in turn (`visit`), or with --parallel up to one one-GPU point per slot at once
+        (`sizer.sweep.parallel`)."""
+        if self.parallel is None:
+            for point in points:
+                self.visit(point)
+        else:
+            self.parallel.run(points)
 
     def refine(self) -> None:
         """`--refine`: measure once more the shapes chosen from the passes' measurements alone, so a
@@ -233,44 +248,72 @@ class _SweepRun:
         if todo:
             self.bar.note("refine: measuring again " + ", ".join(
                 f"{point.label()} (held out {err:.0%})" for point, err in todo))
-        for point, _ in chosen:
-            self.visit(point)
+        self.measure([point for point, _ in chosen])
 
     def visit(self, point: PlannedPoint) -> None:
         """Measure one point and commit it, or report it as stored, or count it as left."""
-        if point.key in self.done:
-            self.summary["points"].append(stored_point_summary(point, self.stored.get(point.key)))
+        if not self.begin(point):
             return
-        check_stop()
-        if self.left or past_deadline(self.opts.max_seconds, self.started, self.walls, self.plan.estimate_point_s(point)):
-            self.left += 1
-            return
-        if self.host_speed.due():
-            self._measure_host_speed(self.plan.estimate_point_s(point))
         self.bar.start(self.completed + 1, point.label(), self.completed)
         t0 = time.monotonic()
-        run = self._measure_steadily(point, t0)
-        self.store.add_point(self.sweep_id, point.key, point.shape.as_dict(), run.result, run.enforced, run.started)
+        self.commit(point, self.measure_steadily(point, t0), t0)
+
+    def begin(self, point: PlannedPoint) -> bool:
+        """Whether to measure `point` now: a stored one is reported as stored, and one the slice has
+        no time for is counted as left; an entry of the host's speed that is due is measured first."""
+        if point.key in self.done:
+            self.summary["points"].append(stored_point_summary(point, self.stored.get(point.key)))
+            return False
+        check_stop()
+        if not self.has_time_for(point):
+            return False
+        if self.host_speed.due():
+            self._measure_host_speed(self.plan.estimate_point_s(point))
+        return True
+
+    def has_time_for(self, point: PlannedPoint) -> bool:
+        """Whether the slice has time for `point`; once it has not, every later point is left."""
+        if self.left or past_deadline(self.opts.max_seconds, self.started, self.walls, self.plan.estimate_point_s(point)):
+            self.left += 1
+            return False
+        return True
+
+    def commit(self, point: PlannedPoint, run: PointRun, t0: float, key: str | None = None,
+               label: str | None = None) -> dict[str, Any]:
+        """Store a measured point (under `key`, default its own) and count it; its summary row."""
+        key = key or point.key
+        self.store.add_point(self.sweep_id, key, point.shape.as_dict(), run.result, run.enforced, run.started)
+        self.done.add(key)
         self.host_speed.point_done()
         self.completed += 1
         elapsed = time.monotonic() - t0
         self.walls.append(elapsed)
         row = point_summary(point, run.result, run.wall_s, skipped=False)
-        self.bar.finish(self.completed, elapsed, row)
+        row["key"] = key
+        if isinstance(run.result.extra.get("parallel"), dict):
+            row["parallel"] = run.result.extra["parallel"]
+        if "alone" in run.result.extra:  # an interference check's measurement alone
+            row["alone"] = True
+        label = label or point.label()
+        self.bar.finish(self.completed, elapsed, row, label=label)
         self.summary["points"].append(row)
         if self.on_point is not None:
             self.on_point(row)
         if run.result.status not in USABLE_STATUSES and self.bar.live:  # a plain line says it already
-            self.bar.note(f"[yellow]{point.label()}: {run.result.status}[/] {row['error']}")
+            self.bar.note(f"[yellow]{label}: {run.result.status}[/] {row['error']}")
+        return row
 
-    def _measure_steadily(self, point: PlannedPoint, t0: float) -> PointRun:
+    def measure_steadily(self, point: PlannedPoint, t0: float, place: Place | None = None) -> PointRun:
         """One measurement, and with --repeat-noisy a second one where the first's windows spread
-        too far and the slice has time for it."""
-        run = measure_point(self.plan, point, self.datasets)
+        too far and the slice has time for it. `place`: a parallel sweep's slot (its CPUs, GPU and
+        datasets). It writes nothing to the store, so a parallel sweep's worker threads run it."""
+        datasets = self.datasets if place is None else place.datasets
+        cpus, gpus = (None, None) if place is None else (place.cpus, place.gpus)
+        run = measure_point(self.plan, point, datasets, cpus=cpus, gpus=gpus)
         if (wants_repeat(run.result, self.opts.repeat_spread)
                 and not past_deadline(self.opts.max_seconds, self.started, [time.monotonic() - t0], 0.0)):
             self.bar.note(f"{point.label()}: windows spread {run.result.spread:.0%}, measuring it again")
-            run = keep_steadier(run, measure_point(self.plan, point, self.datasets))
+            run = keep_steadier(run, measure_point(self.plan, point, datasets, cpus=cpus, gpus=gpus))
         return run
 
     def finish(self) -> None:
@@ -304,10 +347,19 @@ def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
     """Plan, check, then measure every point not yet stored; returns a summary (JSON-friendly)."""
     from sizer.store import Store
 
+    if opts.fleet is not None:  # --ray: the points run on a Ray cluster's nodes (sizer.fleet)
+        from sizer.fleet import run_fleet
+
+        return run_fleet(opts, progress, on_point)
     plan = plan_sweep(opts)
     _add_calibration_workload(plan, opts)  # before the dry run, whose estimate counts the calibration
+    parallel = plan_parallel(plan, opts)  # slots, dataset copies and their disk space, checked before any work
     if opts.dry_run:
-        return dry_run_summary(plan, opts)
+        planned = dry_run_summary(plan, opts)
+        if parallel is not None:
+            planned["parallel"] = parallel.outline()
+            planned["notes"] = [*planned["notes"], *parallel.notes]
+        return planned
     summary: dict[str, Any] = {"profile": plan.profile, "points": [], "notes": plan.notes}
     started = time.monotonic()
     with HostLock(opts.lock_path), stop_on_signals():
@@ -315,11 +367,13 @@ def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
         plan.data_dir.mkdir(parents=True, exist_ok=True)
         host = host_info(plan)
         with Store(plan.store) as store:
-            sweep = _SweepRun(plan, opts, store, summary, started, on_point, progress)
+            sweep = _SweepRun(plan, opts, store, summary, started, on_point, progress, parallel)
             sweep.open(host)
             sweep.prepare()
             sweep.measure_all()
             sweep.finish()
+            if parallel is not None:
+                summary["parallel"] = parallel_summary(parallel, store, sweep.sweep_id)
     summary["statuses"] = count_statuses(summary["points"])
     return summary
 
@@ -339,13 +393,14 @@ def run_single(
     limits: str | None = None,
     lock_path: Path | None = None,
     cpu_quota: bool = False,
+    gpus: int = 1,
 ) -> dict[str, Any]:
     """`sizer run`: one point, measured like a sweep's (cold dataset, fresh worker, real limits)."""
     opts = SweepOptions(
         workloads=[workload], vcpus=[vcpus], ram_bytes=[ram_bytes], disks=[disk], profile=profile,
         data_dir=data_dir, config=dict(config or {}), disk_classes_file=disk_classes_file,
         time_budget_s=time_budget_s, ceiling=False, limits=limits, lock_path=lock_path, out_dir=None,
-        cpu_quota=cpu_quota, passes=1, refine=0,
+        cpu_quota=cpu_quota, passes=1, refine=0, gpus=[gpus],
     )
     plan = plan_sweep(opts)
     point = plan.points[0]
@@ -358,6 +413,7 @@ def run_single(
         "key": point.key,
         "workload": workload,
         **point.shape.as_dict(),
+        "gpus": point.shape.gpus,
         "profile": plan.profile,
         "status": r.status,
         "throughput": r.throughput,

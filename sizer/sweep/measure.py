@@ -7,8 +7,8 @@ from sizer import cache
 from sizer.errors import SizerError
 from sizer.limits import DiskThrottle, LimitRequest
 from sizer.points import USABLE_STATUSES
-from sizer.runner import PointRun, run_point
-from sizer.shapes import InstanceShape, PlannedPoint, select_cpus
+from sizer.runner import PointRun, gpu_env, run_point
+from sizer.shapes import HostCpus, InstanceShape, PlannedPoint, select_cpus
 from sizer.sweep.data import Dataset
 from sizer.sweep.plan import SweepPlan
 from sizer.sweep.signals import STOP
@@ -19,7 +19,9 @@ from workloads.protocol import Result, Spec
 DISK_BOUND_SHARE = 0.8
 
 
-def limit_request(plan: SweepPlan, shape: InstanceShape, label: str, memory: bool = True) -> LimitRequest:
+def limit_request(plan: SweepPlan, shape: InstanceShape, label: str, memory: bool = True,
+                  cpus: HostCpus | None = None) -> LimitRequest:
+    """The shape's limits; its vCPUs from `cpus` (a parallel sweep's slot), else from the host's."""
     disk = plan.disk_table[shape.disk_class]
     throttle = None
     if plan.device is not None:
@@ -32,7 +34,7 @@ def limit_request(plan: SweepPlan, shape: InstanceShape, label: str, memory: boo
             write_iops=disk.write_iops,
         )
     return LimitRequest(
-        cpus=select_cpus(shape.vcpus, plan.cpus),
+        cpus=select_cpus(shape.vcpus, cpus or plan.cpus),
         memory_bytes=shape.ram_bytes if memory else None,
         throttle=throttle,
         label=label,
@@ -47,19 +49,25 @@ def measure_point(
     *,
     memory_limit: bool = True,
     time_budget_s: float | None = None,
+    gpus: tuple[int, ...] | None = None,
+    cpus: HostCpus | None = None,
 ) -> PointRun:
-    """Evict the dataset, create the shape's group, run a fresh worker in it, remove the group."""
+    """Evict the dataset, create the shape's group, run a fresh worker in it, remove the group.
+    `gpus`: the host GPUs (indices, `sizer.runner.gpu_env`) the point's processes use; default the
+    first `point.shape.gpus` of them. `cpus`: the CPUs its vCPUs are taken from (a parallel
+    sweep's slot, `sizer.sweep.placement`), default the host's."""
     cls = plan.classes[point.workload]
     dataset = datasets.get(cls.dataset) if cls.dataset else None
     evicted = cache.evict(dataset.path) if dataset is not None else None
-    request = limit_request(plan, point.shape, f"{point.workload}-{point.shape.key}", memory=memory_limit)
+    request = limit_request(plan, point.shape, f"{point.workload}-{point.shape.key}", memory=memory_limit, cpus=cpus)
     spec = Spec(
         workload=point.workload,
         profile=point.profile,
         vcpus=point.shape.vcpus,
         ram_bytes=int(point.shape.ram_bytes) if memory_limit else 0,
+        gpus=point.shape.gpus,
         data_dir=str(dataset.path if dataset is not None else plan.data_dir),
-        config=dict(point.config),
+        config=cls.spec_config(point.profile, point.config),
         seed=0,
         time_budget_s=float(time_budget_s or plan.time_budget_s),
     )
@@ -69,7 +77,7 @@ def measure_point(
         raise SizerError(f"cannot create the limit group for {point.label()}: {exc}") from None
     with group:
         run = run_point(spec, group, interpreter=cls.interpreter, unit=cls.unit, framework=cls.framework,
-                        should_stop=STOP.is_set)
+                        should_stop=STOP.is_set, env=_gpu_env(plan, point, gpus))
     result = run.result
     if not result.config:
         # A worker killed before it answered (oom, timeout) reports no settings: the planned ones
@@ -77,6 +85,8 @@ def measure_point(
         result.config = {**cls.defaults.get(point.profile, {}), **point.config}
     result.extra.setdefault("shape", point.shape.as_dict())
     result.extra["cpus"] = list(request.cpus)
+    if plan.profile == "gpu":
+        result.extra["gpu_indices"] = list(point_gpus(point, gpus))
     if point.pass_no > 1:
         result.extra["pass"] = point.pass_no
     if dataset is not None:
@@ -94,6 +104,21 @@ def _mark_disk_bound(plan: SweepPlan, point: PlannedPoint, result: Result) -> No
     if (disk.read_bps and seconds and result.status in USABLE_STATUSES
             and read_bytes / seconds >= DISK_BOUND_SHARE * disk.read_bps):
         result.bottleneck = "disk"
+
+
+def _gpu_env(plan: SweepPlan, point: PlannedPoint, gpus: tuple[int, ...] | None) -> dict[str, str] | None:
+    """The point's GPUs in its worker's environment; none on the cpu-small profile, whose "GPUs"
+    are CPU processes (a test mode of the multi-GPU code)."""
+    return gpu_env(point_gpus(point, gpus)) if plan.profile == "gpu" else None
+
+
+def point_gpus(point: PlannedPoint, gpus: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The GPUs a point uses: those given (one per GPU of its shape), else the host's first ones."""
+    if gpus is None:
+        return tuple(range(point.shape.gpus))
+    if len(gpus) != point.shape.gpus:
+        raise SizerError(f"{point.label()} needs {point.shape.gpus} GPU(s), given {len(gpus)}: {list(gpus)}")
+    return tuple(gpus)
 
 
 def wants_repeat(result: Result, spread: float | None) -> bool:

@@ -14,8 +14,8 @@ from workloads.protocol import Result
 
 
 def _point_identity(point: PlannedPoint) -> dict[str, Any]:
-    return {"key": point.key, "workload": point.workload, **point.shape.as_dict(), "ceiling": point.ceiling,
-            "pass": point.pass_no}
+    return {"key": point.key, "workload": point.workload, **point.shape.as_dict(), "gpus": point.shape.gpus,
+            "ceiling": point.ceiling, "pass": point.pass_no}
 
 
 def stored_point_summary(point: PlannedPoint, row: Any) -> dict[str, Any]:
@@ -63,6 +63,7 @@ def plan_outline(plan: SweepPlan, calibrate: bool) -> dict[str, Any]:
     """The plan in a few words: its grid, its passes and why, and for a plan whose start
     calibration chooses its passes, what a spread-out start would add."""
     grid = {key: plan.config[key] for key in ("workloads", "vcpus", "ram_gib", "disks")}
+    grid.update(gpus=plan.config.get("gpus", [1]), vcpus_per_gpu=bool(plan.config.get("vcpus_per_gpu")))
     outline: dict[str, Any] = {**grid, "passes": plan.passes, "refine": plan.refine, "passes_reason": plan.passes_reason}
     if plan.on_spread is not None:
         spread = copy.copy(plan)

@@ -26,7 +26,9 @@ from sizer.shapes import (
     PlannedPoint,
     build_plan,
     check_fits,
+    grid_shapes,
     host_cpus,
+    host_gpu_ids,
     host_ram_bytes,
 )
 from sizer.sweep import defaults
@@ -83,6 +85,13 @@ class SweepOptions:
     refine: int | None = None  # after the passes, measure once more each workload's N worst-predicted shapes
     command: str = ""
     report: bool = True
+    gpus: list[int] | None = None  # GPU counts of the shapes (--gpus); None: one GPU
+    vcpus_per_gpu: bool = False  # `vcpus` counts per GPU: a shape of N GPUs gets N times each level
+    parallel: int | None = None  # one-GPU points measured at once, each in its slot (--parallel); None: the default
+    interference: int | None = None  # shapes a parallel sweep also measures alone (--interference); None: the default
+    fleet: Any = None  # sizer.fleet.FleetOptions: measure on the nodes of a Ray cluster (--ray); None: on this host
+    strategy: str = "grid"  # "adaptive": shape by shape where the answer can still change (sizer.sweep.adaptive)
+    max_points: int | None = None  # an adaptive sweep's most measurements per workload entry; None: no cap
 
 
 @dataclass
@@ -233,11 +242,30 @@ def _ram_levels(opts: SweepOptions, profile: str, datasets: list[str], vcpus: li
     return defaults.default_ram_levels(profile, datasets, max(vcpus), host_ram)
 
 
-def _check_shapes_fit(vcpus: list[int], ram_gib: list[float], disks: list[str], cpus: HostCpus, host_ram: int) -> None:
-    for v in vcpus:
-        for r in ram_gib:
-            for d in disks:
-                check_fits(InstanceShape(v, r, d), cpus.threads, host_ram)
+def _check_shapes_fit(shapes: list[InstanceShape], cpus: HostCpus, host_ram: int) -> None:
+    for shape in shapes:
+        check_fits(shape, cpus.threads, host_ram)
+
+
+def _check_gpus(gpus: list[int], profile: str, classes: dict[str, type[Workload]]) -> list[str]:
+    """GPU counts the host has and the workloads can use (`Workload.multi_gpu`); the notes they
+    bring. On the cpu-small profile a shape's GPUs are CPU processes (the gloo backend): a test
+    mode of the multi-GPU code for hosts without GPUs, whose figures size nothing."""
+    if any(g < 1 for g in gpus):
+        raise SizerError(f"--gpus wants GPU counts of 1 or more, got {','.join(map(str, gpus))}")
+    most = max(gpus)
+    if most == 1:
+        return []
+    cannot = [name for name, cls in classes.items() if not cls.multi_gpu]
+    if cannot:
+        raise SizerError(f"workload {cannot[0]} runs on one GPU only: it cannot take --gpus {most}")
+    if profile != "gpu":
+        return [f"--gpus {most} on the {profile} profile: each GPU is a CPU process (gloo backend), a test "
+                "mode of the multi-GPU code; its figures size nothing"]
+    host = host_gpu_ids()
+    if most > len(host):
+        raise SizerError(f"--gpus {most}: this host has {len(host)} GPU(s) sizer may use")
+    return []
 
 
 def _check_data_dir(path: Path) -> Path:
@@ -316,6 +344,13 @@ def _check_repeat_spread(opts: SweepOptions) -> None:
 
 
 # ---------------------------------------------------------------- the plan
+def _command_jobs(classes: dict[str, type[Workload]], profile: str) -> dict[str, Any]:
+    """A user's command job (workloads.command) enters the plan's identity with its settings, the
+    command line among them: the same name with another command is another sweep."""
+    jobs = {name: dict(cls.defaults.get(profile, {})) for name, cls in classes.items() if cls.origin == "command"}
+    return {"command_jobs": jobs} if jobs else {}
+
+
 def _plan_identity(
     opts: SweepOptions, entries: list[str], vcpus: list[int], ram_gib: list[float], disks: list[str], profile: str,
     disk_table: dict[str, DiskClass], budget: float, data_dir: Path, chosen: defaults.Passes,
@@ -346,6 +381,12 @@ def _plan_identity(
         config["refine"] = int(chosen.refine)
     if opts.repeat_spread is not None:
         config["repeat_spread"] = float(opts.repeat_spread)
+    if opts.gpus and sorted(set(opts.gpus)) != [1]:
+        config["gpus"] = sorted(set(opts.gpus))
+    if opts.vcpus_per_gpu:
+        config["vcpus_per_gpu"] = True
+    if opts.strategy != "grid":  # an adaptive sweep of a grid is not that grid's sweep (--max-points is a budget)
+        config["strategy"] = opts.strategy
     return config
 
 
@@ -361,7 +402,8 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     datasets = sorted({cls.dataset for cls in classes.values() if cls.dataset})
     vcpus = _vcpu_levels(opts, profile, cpus)
     ram_gib = _ram_levels(opts, profile, datasets, vcpus, host_ram)
-    _check_shapes_fit(vcpus, ram_gib, disks, cpus, host_ram)
+    gpu_notes = _check_gpus(opts.gpus or [1], profile, classes)
+    _check_shapes_fit(grid_shapes(vcpus, ram_gib, disks, opts.gpus or [1], opts.vcpus_per_gpu), cpus, host_ram)
     data_dir = _check_data_dir(Path(opts.data_dir) if opts.data_dir else default_data_dir())
     _check_given_datasets(datasets, data_dir)
     device = _throttle_device(data_dir, disks, disk_table)
@@ -374,12 +416,15 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     pairs = [(n, classes[n].dataset, getattr(classes[n], "inputs", None), variant) for n, variant in parsed]
 
     def points_of(passes: int) -> list[PlannedPoint]:
-        return build_plan(pairs, vcpus, ram_gib, disks, profile, config=opts.config, ceiling=opts.ceiling, passes=passes)
+        return build_plan(pairs, vcpus, ram_gib, disks, profile, config=opts.config, ceiling=opts.ceiling, passes=passes,
+                          gpus=opts.gpus, vcpus_per_gpu=opts.vcpus_per_gpu)
 
     points = points_of(chosen.passes)
+    notes.extend(gpu_notes)
     on_spread = None if chosen.on_spread is None else (points_of(chosen.on_spread[0]), *chosen.on_spread)
     _check_repeat_spread(opts)
     config = _plan_identity(opts, entries, vcpus, ram_gib, disks, profile, disk_table, budget, data_dir, chosen)
+    config.update(_command_jobs(classes, profile))
     return SweepPlan(
         points=points,
         profile=profile,

@@ -44,6 +44,7 @@ class SweepProgress:
         self.total = total
         self.estimate = estimate_point_s
         self.durations: list[float] = []
+        self.slots = 1  # points measured at once (`sizer sweep --parallel`): the time left divides by it
         self.enabled = enabled
         self.live = enabled and (interactive() if live is None else live)
         self.started = time.monotonic()
@@ -84,7 +85,7 @@ class SweepProgress:
 
     def eta(self, remaining: int) -> str:
         per_point = statistics.mean(self.durations) if self.durations else self.estimate
-        return format_duration(per_point * remaining)
+        return format_duration(per_point * remaining / max(1, self.slots))
 
     def start(self, index: int, label: str, done: int) -> None:
         self._current = (f"{index}/{self.total}", label)
@@ -94,14 +95,16 @@ class SweepProgress:
                 eta=self.eta(self.total - done),
             )
 
-    def finish(self, done: int, seconds: float | None, row: dict[str, Any] | None = None) -> None:
-        """A point is done; `row` (its summary) gives the plain line its status and figure."""
+    def finish(self, done: int, seconds: float | None, row: dict[str, Any] | None = None,
+               label: str | None = None) -> None:
+        """A point is done; `row` (its summary) gives the plain line its status and figure, `label`
+        its name where several points are in flight (else the one `start` named)."""
         if seconds is not None:
             self.durations.append(seconds)
         if self._progress is not None:
             self._progress.update(self._task, completed=done, eta=self.eta(self.total - done))
         elif self.enabled:
-            index, label = self._current
+            index, label = (f"{done}/{self.total}", label) if label is not None else self._current
             took = "" if seconds is None else f" in {seconds:.0f} s"
             self.note(f"point {index} {label}: {outcome_text(row or {})}{took}; "
                       f"elapsed {format_duration(time.monotonic() - self.started)}, ETA {self.eta(self.total - done)}")

@@ -32,7 +32,7 @@ def refine_points(plan: SweepPlan, results: list[tuple[Any, Result]]) -> list[tu
     first_pass = {p.key: p for p in plan.points if p.pass_no == 1 and not p.ceiling}
     chosen = []
     for point, error in worst_predicted(measured, plan.disk_table, plan.refine):
-        planned = first_pass.get(point.extra["point_key"].split("#p")[0])
+        planned = first_pass.get(point.extra["point_key"].removesuffix("#alone").split("#p")[0])  # alone: --parallel's check
         if planned is not None:
             chosen.append((dataclasses.replace(planned, pass_no=plan.passes + 1), error))
     return chosen

@@ -1,0 +1,490 @@
+"""Adaptive sweeps: measure where the answer can still change, and stop when it cannot.
+
+A grid sweep measures every shape of workloads x vCPUs x RAM x disk classes. An adaptive sweep
+measures, per workload entry, one shape at a time from the same grid, chosen from what is stored so
+far (`AdaptiveChooser.step`):
+
+1. the start: the GPU ceiling (where the entry has one and it bounds the entry), then the largest
+   and the smallest vCPU count at the largest RAM on the fastest disk, and the two largest vCPU
+   counts at the smallest RAM on the slowest disk (two levels: a fit that holds out one level,
+   as the model's own error at unmeasured counts does, still sees the slow disk);
+2. then, fitted on what is measured, the first that applies:
+   - the vCPU levels inside the knee's range (and the level on either side of it) at the largest
+     RAM on the fastest disk, nearest the knee first;
+   - a shape that tells a catalog option whose verdict the ranges leave open (it meets the
+     tolerance at the optimistic end of its range, not at the pessimistic one): the largest grid
+     shape the option contains, measured again up to MAX_PER_SHAPE times; where it contains none
+     (the model alone judges it), a shape bound as the option is;
+   - where the pick turns on whether the model is trusted (its held-out error against the limit,
+     `sizer.model.tolerance.model_trusted`): while it is not, the shape it predicts worst held out,
+     measured a second time (as `--refine` does); while it is and fewer than MIN_HELD_OUT shapes
+     were held out, or while the fit has fewer than MIN_SPARE_SHAPES real shapes beyond its free
+     parameters, a shape at a vCPU count not measured yet, farthest from the measured shapes;
+   - the shape whose range (what a measurement there would read,
+     `sizer.model.uncertainty.model_range`) straddles the tolerance line widest, else the widest.
+
+It stops when the answer is settled: the start is measured, none of the conditions above asks for
+a shape, the pick is the same at both ends of the ranges (`Recommendation.optimistic` is None),
+and the last measurement changed neither the pick (instance and disk class) nor moved the knee out
+of the range it had before. It stops too at `max_points` measurements of the entry, or when every
+shape has been measured and no rule asks for one again.
+
+The choice is a function of the stored measurements in the order they were taken: a resumed sweep
+makes the same choices. Nothing is measured here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from sizer.catalog import InstanceType
+from sizer.confidence import DEFAULT_CONFIDENCE
+from sizer.diskclasses import DiskClass
+from sizer.points import Point
+from sizer.shapes import InstanceShape, PlannedPoint
+
+MAX_PER_SHAPE = 3  # measurements of one shape the chooser asks for at most (a median of three)
+MIN_SPARE_SHAPES = 2  # real shapes beyond the fit's free parameters before the answer can settle
+# Held-out shapes that settle a pick resting on trust in the model: on shared GPU hosts the largest
+# held-out error of a third of a 30-shape grid crossed the trust limit about as often as the whole grid's.
+MIN_HELD_OUT = 12
+
+# Why an adaptive sweep stopped measuring an entry (`Step.stopped`).
+STOP_STABLE = "stable"
+STOP_MAX_POINTS = "max points"
+STOP_EXHAUSTED = "grid measured"
+STOP_TIME = "time limit"
+STOP_REASONS = (STOP_STABLE, STOP_MAX_POINTS, STOP_EXHAUSTED, STOP_TIME)
+
+
+@dataclass(frozen=True)
+class AdaptiveTerms:
+    """What the answer is judged against, as the report judges it: the target GPU's catalog rows,
+    the disk-class table, the tolerance and the confidence level; and the budget of measurements
+    per workload entry (None: no cap but the grid's)."""
+
+    catalog: tuple[InstanceType, ...]
+    gpu: str
+    disk_classes: dict[str, DiskClass]
+    tolerance: float = 0.05
+    confidence: float = DEFAULT_CONFIDENCE
+    max_points: int | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a set of measurements answers: the pick (instance and disk class; None where no option
+    meets the tolerance), the model's vCPU knee and its range at the confidence level, whether the
+    pick is the same at both ends of the ranges, and whether the model is trusted."""
+
+    instance: str | None
+    disk_class: str | None
+    knee: int | None
+    knee_low: int | None
+    knee_high: int | None
+    stable: bool = True
+    trusted: bool = True
+
+    @property
+    def pick(self) -> tuple[str | None, str | None]:
+        return self.instance, self.disk_class
+
+    def knee_within(self, low: int | None, high: int | None) -> bool:
+        """Whether this knee lies in a range (`high` None: unbounded above; `low` None: a range that
+        was not reached, which only a knee not reached matches)."""
+        if low is None:
+            return self.knee is None
+        if self.knee is None:
+            return high is None
+        return low <= self.knee <= (math.inf if high is None else high)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Step:
+    """The chooser's next move: the point to measure (None: stop, with the reason in `stopped`),
+    why, and the answer of the measurements so far (None before a fit)."""
+
+    point: PlannedPoint | None
+    why: str
+    answer: Answer | None
+    stopped: str = ""
+
+
+# ---------------------------------------------------------------------------- the answer
+def _disk_speed(name: str, table: dict[str, DiskClass]) -> float:
+    cls = table.get(name)
+    return math.inf if cls is None or cls.read_mbps is None else float(cls.read_mbps)
+
+
+def answer_of(fit: Any, points: Sequence[Point], terms: AdaptiveTerms, rec: Any = None) -> Answer:
+    """The answer the report gives from `points` fitted as `fit` (`rec`: its recommendation, where
+    made already): the pick, and the knee at twice the RAM the workload could want on the fastest
+    measured disk, with its range."""
+    from sizer.model.uncertainty import fit_draws, knee_range
+    from sizer.recommend import recommend
+    from sizer.report.analysis import predicted_knee
+
+    if rec is None:
+        rec = recommend(fit, list(terms.catalog), terms.gpu, tolerance=terms.tolerance,
+                        disk_classes=terms.disk_classes, confidence=terms.confidence)
+    usable = [p for p in points if p.usable]
+    disks = {p.disk_class: fit.disk_mbps(p.disk_class) for p in usable}
+    fastest = max(disks.values(), key=lambda m: math.inf if m is None else m) if disks else None
+    footprint = fit.value("footprint_gib") or 0.0
+    ram_high = max(max((p.ram_gib for p in usable), default=1.0), footprint) * 2
+    top = max(max((p.vcpus for p in usable), default=1) * 4, 64)
+    knee = predicted_knee(fit, fit.ceiling, terms.tolerance, ram_high, fastest, top)
+    knees = knee_range(fit, fit_draws(fit), terms.tolerance, terms.confidence, ram_high, fastest, top)
+    chosen = rec.chosen
+    return Answer(None if chosen is None else _instance_name(chosen), None if chosen is None else chosen.disk_class,
+                  knee, knees.low, knees.high, stable=rec.optimistic is None, trusted=rec.model_trusted)
+
+
+def _instance_name(option: Any) -> str:
+    return f"{option.instance.cloud}:{option.instance.instance_type}"
+
+
+@dataclass
+class _Fitted:
+    """The measurements of an entry fitted: the fit, its answer and the recommendation's options."""
+
+    fit: Any
+    answer: Answer
+    undecided: list[Any] = field(default_factory=list)  # options the ranges leave open, preferred first
+    other_pick: tuple[str | None, str | None] = (None, None)  # the pick under the other trust verdict
+
+    @property
+    def trust_decides(self) -> bool:
+        """Whether the pick turns on whether the model is trusted."""
+        return self.other_pick != self.answer.pick
+
+
+# ---------------------------------------------------------------------------- the chooser
+class AdaptiveChooser:
+    """Chooses the next shape of one workload entry (see the module). `candidates` are the entry's
+    grid as a one-pass plan (pass 1 of each shape, and its GPU ceiling point where it has one)."""
+
+    def __init__(self, candidates: Sequence[PlannedPoint], terms: AdaptiveTerms):
+        self.terms = terms
+        self.candidates = sorted((p for p in candidates if p.pass_no == 1), key=lambda p: p.key)
+        if not self.candidates:
+            raise ValueError("an adaptive sweep needs at least one candidate shape")
+        self.workload = self.candidates[0].workload
+        self.real = [p for p in self.candidates if not p.ceiling]
+        self.ceiling = next((p for p in self.candidates if p.ceiling and _ceiling_bounds(self.real)), None)
+        self._memo: dict[tuple, _Fitted | None] = {}
+
+    # ------------------------------------------------------------------ the grid
+    def _by_shape(self, vcpus: int, ram_gib: float, disk: str) -> PlannedPoint | None:
+        return next((p for p in self.real if (p.shape.vcpus, p.shape.ram_gib, p.shape.disk_class) == (vcpus, ram_gib, disk)),
+                    None)
+
+    def _axes(self) -> tuple[list[int], list[float], list[str]]:
+        vcpus = sorted({p.shape.vcpus for p in self.real})
+        rams = sorted({p.shape.ram_gib for p in self.real})
+        disks = sorted({p.shape.disk_class for p in self.real}, key=lambda d: _disk_speed(d, self.terms.disk_classes))
+        return vcpus, rams, disks
+
+    def start(self) -> list[PlannedPoint]:
+        """The shapes measured first (see the module), each once."""
+        vcpus, rams, disks = self._axes()
+        wanted = [(vcpus[-1], rams[-1], disks[-1]), (vcpus[0], rams[-1], disks[-1]), (vcpus[-1], rams[0], disks[0]),
+                  (vcpus[-2 if len(vcpus) > 1 else -1], rams[0], disks[0])]
+        out = [self.ceiling] if self.ceiling is not None else []
+        for shape in wanted:
+            point = self._by_shape(*shape)
+            if point is not None and point not in out:
+                out.append(point)
+        return out
+
+    # ------------------------------------------------------------------ one step
+    def step(self, measured: Sequence[tuple[str, Point]]) -> Step:
+        """The next point to measure given the entry's stored (key, point) pairs in the order they
+        were measured, or the reason to stop."""
+        counts = _counts(measured)
+        if self.terms.max_points is not None and len(measured) >= self.terms.max_points:
+            return Step(None, f"{len(measured)} points measured, the most allowed", self._answer(measured), STOP_MAX_POINTS)
+        for point in self.start():
+            if counts.get(point.key, 0) == 0:
+                return Step(point, "start: " + _start_words(point), None)
+        fitted = self._fitted(measured)
+        if fitted is None:
+            return self._first_unmeasured(counts, None, "no usable measurement yet")
+        settled = self._settled(measured, fitted, counts)
+        if settled:
+            return Step(None, settled, fitted.answer, STOP_STABLE)
+        return self._choose(fitted, measured, counts)
+
+    def _answer(self, measured: Sequence[tuple[str, Point]]) -> Answer | None:
+        fitted = self._fitted(measured)
+        return None if fitted is None else fitted.answer
+
+    def _fitted(self, measured: Sequence[tuple[str, Point]]) -> _Fitted | None:
+        key = tuple((k, p.status, p.throughput) for k, p in measured)
+        if key not in self._memo:
+            self._memo[key] = self._fit(measured)
+        return self._memo[key]
+
+    def _fit(self, measured: Sequence[tuple[str, Point]]) -> _Fitted | None:
+        from sizer.model.evaluate import fit_group
+
+        points = [p for _, p in sorted(measured, key=lambda kp: kp[0])]
+        if not any(p.usable and p.input != "synthetic" for p in points):
+            return None
+        fit = fit_group(self.workload, points, self.terms.disk_classes)
+        if fit is None:
+            return None
+        rec = self._recommend(fit)
+        answer = answer_of(fit, points, self.terms, rec)
+        return _Fitted(fit, answer, _undecided(rec), self._other_pick(fit))
+
+    def _other_pick(self, fit: Any) -> tuple[str | None, str | None]:
+        """The pick were the model's held-out error on the other side of the trust limit: the fit
+        itself judged again, so what it computed once per fit is not computed again."""
+        from sizer.model.tolerance import model_trusted
+
+        kept = fit.loo_max_ape
+        fit.loo_max_ape = math.inf if model_trusted(kept, self.terms.tolerance) else 0.0
+        try:
+            chosen = self._recommend(fit).chosen
+        finally:
+            fit.loo_max_ape = kept
+        return (None, None) if chosen is None else (_instance_name(chosen), chosen.disk_class)
+
+    def _recommend(self, fit: Any) -> Any:
+        from sizer.recommend import recommend
+
+        terms = self.terms
+        return recommend(fit, list(terms.catalog), terms.gpu, tolerance=terms.tolerance, disk_classes=terms.disk_classes,
+                         confidence=terms.confidence)
+
+    def _settled(self, measured: Sequence[tuple[str, Point]], fitted: _Fitted, counts: dict[str, int]) -> str:
+        """Why the answer is settled (see the module), or "" where it is not."""
+        answer = fitted.answer
+        if (not answer.stable or self._knee_levels(fitted, counts) or self._short_of_evidence(fitted)
+                or self._trust_open(fitted) or self._worst_held_out(fitted, counts) is not None):
+            return ""
+        before = self._answer(measured[:-1])
+        if before is None or before.pick != answer.pick or not answer.knee_within(before.knee_low, before.knee_high):
+            return ""
+        pick = "no option meets the tolerance" if answer.instance is None else f"{answer.instance} with {answer.disk_class}"
+        return (f"the answer holds at both ends of the ranges and did not move with the last point: {pick}, "
+                f"knee {_knee_words(answer)}")
+
+    @staticmethod
+    def _short_of_evidence(fitted: _Fitted) -> bool:
+        """Too few real shapes for held-out errors and ranges to mean anything: at least
+        MIN_SPARE_SHAPES more than the fit's free parameters."""
+        fit = fitted.fit
+        free = sum(1 for p in fit.params.values() if p.source == "fit")
+        return fit.loo_max_ape is None or len(fit.residuals) < free + MIN_SPARE_SHAPES
+
+    @staticmethod
+    def _trust_open(fitted: _Fitted) -> bool:
+        """Whether the pick rests on a trust in the model that too few held-out shapes have tested:
+        the model is trusted, the pick would differ were it not, and fewer than MIN_HELD_OUT shapes
+        were held out."""
+        return fitted.answer.trusted and fitted.trust_decides and len(fitted.fit.residuals) < MIN_HELD_OUT
+
+    def _worst_held_out(self, fitted: _Fitted, counts: dict[str, int]) -> PlannedPoint | None:
+        """Where the pick turns on a model that is not trusted: the shape it predicts worst held out,
+        measured once more while it has fewer than two measurements (as `--refine` does: a shape
+        measured at a slow or fast moment of a shared host moves to its median); None otherwise."""
+        if fitted.answer.trusted or not fitted.trust_decides:
+            return None
+        errors = [(abs(predicted - p.throughput) / p.throughput, p) for p, predicted in fitted.fit.loo
+                  if p.throughput > 0 and p.input != "synthetic"]
+        if not errors:
+            return None
+        worst = max(errors, key=lambda ep: (ep[0], -ep[1].vcpus))[1]
+        point = self._by_shape(worst.vcpus, worst.ram_gib, worst.disk_class)
+        if point is None or counts.get(point.key, 0) >= 2:
+            return None
+        return _next_pass(point, counts)
+
+    # ------------------------------------------------------------------ choosing
+    def _choose(self, fitted: _Fitted, measured: Sequence[tuple[str, Point]], counts: dict[str, int]) -> Step:
+        levels = self._knee_levels(fitted, counts)
+        if levels:
+            return Step(levels[0], f"inside the knee's range ({_knee_words(fitted.answer)})", fitted.answer)
+        for option in fitted.undecided:
+            point = self._telling(option, counts)
+            if point is not None:
+                return Step(point, f"{option.instance.instance_type} with {option.disk_class} meets the tolerance only "
+                                   "at the optimistic end of its range", fitted.answer)
+        point = self._worst_held_out(fitted, counts)
+        if point is not None:
+            return Step(point, "the shape the model predicts worst held out, measured again", fitted.answer)
+        if self._short_of_evidence(fitted) or self._trust_open(fitted):
+            point = self._least_supported(counts)
+            if point is not None:
+                return Step(point, "tests the model where no measured shape is near", fitted.answer)
+        point = self._most_uncertain(fitted, measured, counts)
+        if point is not None:
+            return Step(point, "the widest range of what a measurement would read", fitted.answer)
+        return self._first_unmeasured(counts, fitted.answer, "every shape measured")
+
+    def _least_supported(self, counts: dict[str, int]) -> PlannedPoint | None:
+        """The unmeasured shape where a held-out check tests the model most: at a vCPU count no
+        shape was measured at (the model interpolates there), farthest from every measured shape,
+        each axis as its grid levels spread over 0 to 1."""
+        vcpus, rams, disks = self._axes()
+
+        def position(p: PlannedPoint) -> tuple[float, float, float]:
+            return (_spread(vcpus.index(p.shape.vcpus), len(vcpus)), _spread(rams.index(p.shape.ram_gib), len(rams)),
+                    _spread(disks.index(p.shape.disk_class), len(disks)))
+
+        measured = [p for p in self.real if counts.get(p.key, 0)]
+        if not measured:
+            return None
+        levels = {p.shape.vcpus for p in measured}
+        best: tuple[tuple[bool, float], PlannedPoint] | None = None
+        for point in self.real:
+            if counts.get(point.key, 0):
+                continue
+            distance = min(math.dist(position(point), position(there)) for there in measured)
+            score = (point.shape.vcpus not in levels, distance)
+            if best is None or score > best[0]:
+                best = (score, point)
+        return None if best is None else best[1]
+
+    def _first_unmeasured(self, counts: dict[str, int], answer: Answer | None, why: str) -> Step:
+        for point in self.real:
+            if counts.get(point.key, 0) == 0:
+                return Step(point, f"{why}: the next unmeasured shape", answer)
+        return Step(None, "every shape of the grid measured, and none asked for again", answer, STOP_EXHAUSTED)
+
+    def _knee_levels(self, fitted: _Fitted, counts: dict[str, int]) -> list[PlannedPoint]:
+        """The unmeasured grid levels inside the knee's range and the level on either side of it, at
+        the largest RAM on the fastest disk, nearest the knee first."""
+        answer = fitted.answer
+        vcpus, rams, disks = self._axes()
+        if answer.knee_low is None:
+            inside = [vcpus[-1]]
+        else:
+            high = math.inf if answer.knee_high is None else answer.knee_high
+            inside = [v for v in vcpus if answer.knee_low <= v <= high]
+            below = [v for v in vcpus if v < answer.knee_low]
+            above = [v for v in vcpus if v > high]
+            inside += below[-1:] + above[:1]
+        knee = answer.knee if answer.knee is not None else vcpus[-1]
+        out = []
+        for v in sorted(set(inside), key=lambda v: (abs(v - knee), -v)):
+            point = self._by_shape(v, rams[-1], disks[-1])
+            if point is not None and counts.get(point.key, 0) == 0:
+                out.append(point)
+        return out
+
+    def _telling(self, option: Any, counts: dict[str, int]) -> PlannedPoint | None:
+        """The grid shape that tells an undecided option: the largest one it contains, measured
+        again up to MAX_PER_SHAPE times; where it contains none (the model alone judges it), a shape
+        bound as the option is, nearest it: the most vCPUs on the fastest disk for a CPU- or
+        GPU-bound option, else the most vCPUs at the largest RAM on the disk class nearest its own."""
+        table = self.terms.disk_classes
+        inside = [p for p in self.real if _contains(option, p, table)]
+        if not inside:
+            vcpus, rams, disks = self._axes()
+            if option.bottleneck in ("cpu", "gpu"):
+                inside = [p for p in self.real if p.shape.disk_class == disks[-1]]
+            else:
+                own = option.disk_mbps if option.disk_mbps is not None else math.inf
+                disk = min(disks, key=lambda d: (abs(math.log(_disk_speed(d, table) / own))
+                                                  if math.isfinite(own) and math.isfinite(_disk_speed(d, table))
+                                                  else (0.0 if _disk_speed(d, table) == own else math.inf)))
+                inside = [p for p in self.real if p.shape.disk_class == disk and p.shape.ram_gib == rams[-1]]
+        inside.sort(key=lambda p: (p.shape.vcpus, p.shape.ram_gib, _disk_speed(p.shape.disk_class, table)), reverse=True)
+        for limit in (1, MAX_PER_SHAPE):  # every such shape once before any is measured again
+            for point in inside:
+                if counts.get(point.key, 0) < limit:
+                    return _next_pass(point, counts)
+        return None
+
+    def _most_uncertain(self, fitted: _Fitted, measured: Sequence[tuple[str, Point]],
+                        counts: dict[str, int]) -> PlannedPoint | None:
+        """The unmeasured shape whose range straddles the tolerance line widest, else the widest range."""
+        from sizer.model.uncertainty import fit_draws, model_range
+
+        fit = fitted.fit
+        template = next((p for _, p in measured if p.usable and p.input != "synthetic"), None)
+        if template is None or fit.ceiling <= 0:
+            return None
+        draws = fit_draws(fit)
+        line = (1 - self.terms.tolerance) * fit.ceiling
+        best: tuple[tuple[float, ...], PlannedPoint] | None = None
+        for point in self.real:
+            if counts.get(point.key, 0):
+                continue
+            stub = dataclasses.replace(template, vcpus=point.shape.vcpus, ram_gib=point.shape.ram_gib,
+                                       disk_class=point.shape.disk_class)
+            low, high = model_range(draws, fit.predict_measured(stub), self.terms.confidence)
+            straddle = min(high - line, line - low) / fit.ceiling
+            score = (1.0 if straddle > 0 else 0.0, straddle if straddle > 0 else (high - low) / fit.ceiling)
+            if best is None or score > best[0]:
+                best = (score, point)
+        return None if best is None else best[1]
+
+
+# ---------------------------------------------------------------------------- helpers
+def _ceiling_bounds(real: Sequence[PlannedPoint]) -> bool:
+    """Whether a GPU ceiling point bounds the entry: not where the entry decodes on the GPU, whose
+    decoding takes GPU time (`sizer.model.grouping.group_points` leaves the ceiling out of its fit)."""
+    return not any(str(p.config.get("decode", "")) == "gpu" for p in real)
+
+
+def _counts(measured: Sequence[tuple[str, Point]]) -> dict[str, int]:
+    """Measurements per shape, by the key of the shape's first pass."""
+    out: dict[str, int] = {}
+    for key, _ in measured:
+        base = key.split("#p")[0]
+        out[base] = out.get(base, 0) + 1
+    return out
+
+
+def _next_pass(point: PlannedPoint, counts: dict[str, int]) -> PlannedPoint:
+    """The shape's next measurement: its first pass where it has none, else one pass more."""
+    return dataclasses.replace(point, pass_no=counts.get(point.key, 0) + 1)
+
+
+def _undecided(rec: Any) -> list[Any]:
+    """The options that meet the tolerance at the optimistic end of their range but not at the
+    pessimistic one, priced, at most as dear as the pick (all of them where nothing is picked)."""
+    from sizer.catalog import whole_cents
+
+    limit = math.inf if rec.chosen is None else whole_cents(rec.chosen.price_per_gpu_hour or 0.0)
+    out = [o for o in rec.considered if o.meets_optimistic and not o.meets and o.price_per_gpu_hour is not None
+           and whole_cents(o.price_per_gpu_hour) <= limit]
+    return sorted(out, key=lambda o: (whole_cents(o.price_per_gpu_hour), o.instance.gpu_count, o.instance.instance_type,
+                                      o.disk_class))
+
+
+def _contains(option: Any, point: PlannedPoint, table: dict[str, DiskClass]) -> bool:
+    """Whether an option (one GPU's share of a catalog row with a disk class) contains a grid
+    shape: at least its vCPUs and RAM, and its disk class or a slower one per GPU."""
+    shape: InstanceShape = point.shape
+    if shape.vcpus > option.share_vcpus + 1e-9 or shape.ram_gib > option.share_memory_gib + 1e-6:
+        return False
+    if shape.disk_class == option.disk_class and option.instance.gpu_count <= 1:
+        return True
+    mbps = option.disk_mbps
+    return mbps is None or _disk_speed(shape.disk_class, table) <= mbps
+
+
+def _spread(index: int, count: int) -> float:
+    return index / (count - 1) if count > 1 else 0.0
+
+
+def _start_words(point: PlannedPoint) -> str:
+    return "the GPU ceiling" if point.ceiling else point.shape.label()
+
+
+def _knee_words(answer: Answer) -> str:
+    if answer.knee_low is None:
+        return "not reached"
+    high = "more" if answer.knee_high is None else str(answer.knee_high)
+    return f"{answer.knee} vCPUs, {answer.knee_low} to {high}"

@@ -1,0 +1,166 @@
+"""`sizer sweep --strategy adaptive`: the adaptive loop (`sizer.sweep.adaptive`) over a sweep's run.
+
+Per workload entry of the plan, in plan order: ask the chooser for the next shape given what the
+store holds of the entry, measure it through the sweep's own `visit` (limits, commit point by
+point, the time limit of `--max-time`), and go on until the chooser stops or the slice has no time
+for the next point. What stopped each entry is kept in the sweep's record (`record`), where the
+report finds it: the shapes measured and how often, the shapes the model predicts, and why it stopped.
+
+The chooser sees only the stored points, in the order they were stored: a killed sweep resumed with
+`--resume` makes the same choices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sizer.errors import SizerError
+from sizer.shapes import PlannedPoint
+from sizer.sweep.adaptive import STOP_TIME, AdaptiveChooser, AdaptiveTerms, Step
+
+STRATEGIES = ("grid", "adaptive")
+RECORD_KEY = "adaptive"  # the key of the adaptive record in the sweep's calibration record
+
+
+def check_strategy(strategy: str, max_points: int | None, passes: int | None, refine: int | None,
+                   gpus: list[int] | None, parallel: int | None, fleet: Any) -> None:
+    """`--strategy` and `--max-points` and what an adaptive sweep cannot be combined with."""
+    if strategy not in STRATEGIES:
+        raise SizerError(f"--strategy wants one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    if max_points is not None and max_points < 1:
+        raise SizerError(f"--max-points wants 1 or more measurements per workload, got {max_points}")
+    if strategy == "grid":
+        if max_points is not None:
+            raise SizerError("--max-points caps an adaptive sweep: give it with --strategy adaptive")
+        return
+    if passes not in (None, 1) or refine not in (None, 0):
+        raise SizerError("--strategy adaptive measures a shape again where that can change the answer: "
+                         "leave out --passes and --refine")
+    if gpus and sorted(set(gpus)) != [1]:
+        raise SizerError("--strategy adaptive sizes one GPU's shapes: leave out --gpus")
+    if parallel not in (None, 1) or fleet is not None:
+        raise SizerError("--strategy adaptive measures one point at a time: leave out --parallel and --ray")
+
+
+@dataclass
+class Entry:
+    """One workload entry of the plan: its label, settings and grid as a one-pass plan."""
+
+    label: str
+    workload: str
+    settings: dict[str, Any]
+    candidates: list[PlannedPoint]
+
+
+def plan_entries(points: list[PlannedPoint]) -> list[Entry]:
+    """The plan's workload entries in plan order, each with its workload's GPU ceiling point."""
+    from sizer.variants import Variant
+
+    ceilings = {p.workload: p for p in points if p.ceiling and p.pass_no == 1}
+    entries: dict[tuple, Entry] = {}
+    for p in points:
+        if p.ceiling or p.pass_no != 1:
+            continue
+        key = (p.workload, tuple(sorted((k, str(v)) for k, v in p.config.items())))
+        if key not in entries:
+            entries[key] = Entry(Variant.of(p.workload, p.config).label, p.workload, dict(p.config), [])
+            if p.workload in ceilings:
+                entries[key].candidates.append(ceilings[p.workload])
+        entries[key].candidates.append(p)
+    return list(entries.values())
+
+
+def adaptive_terms(sweep: Any) -> AdaptiveTerms:
+    """The target GPU (`--gpu`, else the host's, else the report's default) and its catalog rows, as
+    the sweep's report will judge them."""
+    from sizer.catalog import load_catalog, normalize_gpu
+    from sizer.report.context import DEFAULT_TARGET_GPU
+    from sizer.report.load import host_gpu_names
+
+    opts = sweep.opts
+    host = sweep.store.sweep_host(sweep.sweep_id)
+    names = host_gpu_names(host[1] if host else None)
+    target = normalize_gpu(opts.gpu or (names[0] if names else DEFAULT_TARGET_GPU))
+    catalog = tuple(load_catalog(user_files=tuple(opts.catalog_files), builtin=True, gpu=target))
+    return AdaptiveTerms(catalog, target, sweep.plan.disk_table, confidence=opts.confidence,
+                         max_points=opts.max_points)
+
+
+def stored_pairs(sweep: Any, entry: Entry) -> list[tuple[str, Any]]:
+    """The entry's stored (key, point) pairs in the order they were stored."""
+    bases = {c.key for c in entry.candidates}
+    rows = list(sweep.store.point_rows(sweep.sweep_id))
+    points = sweep.store.points(sweep.sweep_id)
+    return [(row["key"], point) for row, point in zip(rows, points) if row["key"].split("#p")[0] in bases]
+
+
+def measure_adaptively(sweep: Any) -> None:
+    """Each entry's adaptive loop on an opened, prepared sweep (`execute._SweepRun`)."""
+    entries = plan_entries(sweep.plan.points)
+    terms = adaptive_terms(sweep)
+    most = sum(min(terms.max_points or len(e.candidates), len(e.candidates)) for e in entries)
+    stored = {e.label: len(stored_pairs(sweep, e)) for e in entries}
+    sweep.completed = sum(stored.values())
+    sweep.bar.grow(max(most, sweep.completed) - sweep.bar.total)
+    record: dict[str, Any] = {}
+    for entry in entries:
+        step = _run_entry(sweep, entry, AdaptiveChooser(entry.candidates, terms))
+        record[entry.label] = entry_record(entry, stored_pairs(sweep, entry), step)
+        keep_record(sweep, record)
+        if step.stopped == STOP_TIME:
+            for later in entries[entries.index(entry) + 1:]:
+                record[later.label] = entry_record(later, stored_pairs(sweep, later), Step(
+                    None, "the time limit came first: the same command with --resume goes on", None, STOP_TIME))
+            keep_record(sweep, record)
+            break
+    sweep.summary["adaptive"] = record
+
+
+def _run_entry(sweep: Any, entry: Entry, chooser: AdaptiveChooser) -> Step:
+    """Measure the chooser's shapes until it stops or the slice has no time left; the last step."""
+    while True:
+        step = chooser.step(stored_pairs(sweep, entry))
+        if step.point is None:
+            sweep.bar.note(f"{entry.label}: adaptive sweep stopped ({step.stopped}): {step.why}")
+            return step
+        sweep.bar.note(f"{entry.label}: next {step.point.label()}: {step.why}")
+        sweep.visit(step.point)
+        if sweep.left or step.point.key not in sweep.store.point_keys(sweep.sweep_id):
+            return Step(None, "the time limit came before the next point: the same command with --resume goes on",
+                        step.answer, STOP_TIME)
+
+
+def entry_record(entry: Entry, measured: list[tuple[str, Any]], step: Step) -> dict[str, Any]:
+    """What the report shows of an entry measured adaptively: the shapes measured (with how many
+    measurements each) and predicted, the grid's size, and why the sweep stopped."""
+    counts: dict[str, int] = {}
+    for key, _ in measured:
+        base = key.split("#p")[0]
+        counts[base] = counts.get(base, 0) + 1
+    shapes = {c.key: c for c in entry.candidates}
+    return {
+        "workload": entry.workload,
+        "settings": entry.settings,
+        "grid_shapes": len(entry.candidates),
+        "points": len(measured),
+        "measured": [{"shape": _shape_label(shapes[k]), "measurements": n} for k, n in counts.items() if k in shapes],
+        "predicted": [_shape_label(c) for c in entry.candidates if c.key not in counts],
+        "stopped": step.stopped,
+        "why": step.why,
+        "answer": None if step.answer is None else step.answer.as_dict(),
+    }
+
+
+def _shape_label(point: PlannedPoint) -> str:
+    return point.shape.label() + (" (GPU ceiling)" if point.ceiling else "")
+
+
+def keep_record(sweep: Any, record: dict[str, Any]) -> None:
+    """Store the adaptive record in the sweep's calibration record, where the host's speed entries
+    go too (the dict they are written from gets it as well, so a later entry keeps it)."""
+    current = next((s.calibration for s in sweep.store.sweeps() if s.id == sweep.sweep_id), None) or {}
+    current[RECORD_KEY] = record
+    if sweep.host_speed.calibration:
+        sweep.host_speed.calibration[RECORD_KEY] = record
+    sweep.store.set_calibration(sweep.sweep_id, current)

@@ -1,0 +1,466 @@
+"""`sizer sweep --parallel K`: up to K one-GPU points measured at once, each in a slot of its own.
+
+A slot (`sizer.sweep.placement`) is one GPU with cores no other slot has. A point in it gets its
+vCPUs from those cores, its own limit group (memory limit, disk throttle) and its own copy of the
+dataset: the page cache is charged to the group that first reads a page, so points reading one copy
+would serve each other from cache, and evicting one point's dataset would make another's cold.
+Slot 0 reads the dataset itself, slot i a copy (`copy_target`). A point of several GPUs runs with
+nothing beside it, as do the calibration and the host's speed entries.
+
+Worker threads measure; the main thread alone writes to the store, committing each point as it
+ends. Ctrl-C or SIGTERM end every point in flight (each removes its group); committed points stay.
+
+The interference check: a few shapes (`--interference N`) are measured in parallel as the first
+points and, once nothing else runs, alone in the same slot. The report gives the difference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from sizer import cache
+from sizer.errors import SizerError
+from sizer.limits import block_device_for
+from sizer.points import USABLE_STATUSES
+from sizer.runner import PointRun
+from sizer.shapes import HostCpus, PlannedPoint
+from sizer.sweep.data import GENERATED_DATASETS, Dataset, dataset_bytes_estimate, dataset_dir, prepare_datasets
+from sizer.sweep.outputs import about_minutes
+from sizer.sweep.placement import Slot, check_slots_fit, plan_slots, read_topology
+from sizer.sweep.plan import SweepOptions, SweepPlan
+from sizer.sweep.signals import STOP, check_stop
+from sizer.units import GIB, format_bytes
+
+if TYPE_CHECKING:
+    from sizer.sweep.execute import _SweepRun
+
+# Serial until a multi-GPU host has measured what points beside each other cost
+# (docs/PERFORMANCE.md, "Parallel sweeps"): the one number to change once it has.
+# Without --parallel, a host with several GPUs measures on as many of them at once as its plan's
+# shapes fit, up to this many: on a 2-GPU H100 host, points measured two at once differed from the
+# same shapes measured alone by 0.2% (median) and 1.4% (max), and measuring took 0.55x the time.
+DEFAULT_PARALLEL = 4
+DEFAULT_INTERFERENCE = 2  # shapes a parallel sweep measures alone as well
+COPY_MARGIN_BYTES = GIB // 4  # free space left beside the copies
+POLL_S = 0.5  # how often the main thread looks for a stop while points run
+
+
+def default_parallel(gpus: int) -> int:
+    """The most points a sweep measures at once without --parallel, on a host with `gpus` GPUs
+    (fewer where the plan's shapes do not fit that many slots: `plan_parallel`)."""
+    return max(1, min(gpus, DEFAULT_PARALLEL))
+
+
+def alone_key(key: str) -> str:
+    """The key of an interference check's measurement alone, beside its shape's own."""
+    return f"{key}#alone"
+
+
+# ---------------------------------------------------------------- the plan: slots, copies, checks
+@dataclass(frozen=True)
+class DatasetCopy:
+    """Slot `slot`'s copy of a dataset, and the bytes it still needs on disk (0: already there)."""
+
+    kind: str
+    slot: int
+    source: Path
+    target: Path
+    missing_bytes: int
+
+
+@dataclass
+class ParallelSetup:
+    """A parallel sweep's slots, its dataset copies and the planned points also measured alone."""
+
+    slots: list[Slot]
+    copies: list[DatasetCopy]
+    checks: list[str]
+    notes: list[str] = field(default_factory=list)
+    copy_seconds: float = 0.0  # spent making the copies in this run
+    estimated_seconds: float = 0.0  # the whole sweep's, as `estimate_s` gives it
+
+    def estimate_s(self, plan: SweepPlan, calibrate: bool) -> float:
+        """The plan's estimate with its one-GPU points shared among the slots, and the checks'
+        measurements alone on top."""
+        one_gpu = sum(plan.estimate_point_s(p) for p in plan.points if p.shape.gpus == 1)
+        alone = sum(plan.estimate_point_s(p) for p in plan.points if p.key in self.checks)
+        return plan.estimate_s(calibrate) - one_gpu + one_gpu / len(self.slots) + alone
+
+    def outline(self) -> dict[str, Any]:
+        return {
+            "slots": [slot.as_dict() for slot in self.slots],
+            "interference_checks": list(self.checks),
+            "dataset_copies": [{"dataset": c.kind, "slot": c.slot, "path": str(c.target), "bytes_to_copy": c.missing_bytes}
+                               for c in self.copies],
+            "copy_seconds": round(self.copy_seconds, 1),
+            "estimated_seconds": round(self.estimated_seconds, 1),
+        }
+
+
+def plan_parallel(plan: SweepPlan, opts: SweepOptions) -> ParallelSetup | None:
+    """The slots of a sweep measuring several points at once, everything checked before any work
+    (a SizerError names the first problem); None for a serial sweep."""
+    if opts.parallel is not None and opts.parallel < 1:
+        raise SizerError(f"--parallel wants 1 or more points at once, got {opts.parallel}")
+    if opts.interference is not None and opts.interference < 0:
+        raise SizerError(f"--interference wants 0 or more shapes, got {opts.interference}")
+    one_gpu = [p for p in _all_points(plan) if p.shape.gpus == 1]
+    if opts.parallel is not None:
+        count = opts.parallel
+    else:  # an adaptive sweep chooses each shape from the ones before it: one at a time
+        count = 1 if opts.strategy == "adaptive" else _fitting_default(plan, one_gpu)
+    if count == 1 or not one_gpu:
+        if count > 1:
+            plan.notes.append(f"--parallel {count}: the plan has no one-GPU point; every point runs alone")
+        elif opts.interference:
+            plan.notes.append("--interference: the sweep measures one point at a time, so nothing to compare")
+        return None
+    slots = plan_slots(read_topology(plan.cpus), count)
+    check_slots_fit(slots, max(p.shape.vcpus for p in one_gpu), plan.cpus.threads)
+    _check_ram(count, max(p.shape.ram_bytes for p in one_gpu), plan.host_ram)
+    copies = plan_copies(plan, slots)
+    _check_copy_space(plan, copies, count)
+    wanted = DEFAULT_INTERFERENCE if opts.interference is None else opts.interference
+    setup = ParallelSetup(slots, copies, choose_checks(plan.points, wanted))
+    copy_bytes = sum(c.missing_bytes for c in copies)
+    setup.estimated_seconds = setup.estimate_s(plan, opts.calibrate)
+    setup.notes.append(f"--parallel {count}: " + "; ".join(slot.describe() for slot in slots) + "; the whole sweep "
+                       f"{about_minutes(setup.estimated_seconds)}, {len(setup.checks)} shape(s) measured "
+                       "alone as well (--interference)")
+    if copies:
+        setup.notes.append(f"dataset copies for slots 1 to {count - 1} (made once, then reused): {format_bytes(copy_bytes)} "
+                           f"to copy into {', '.join(sorted({str(c.target.parent) for c in copies}))}")
+    return setup
+
+
+def _fitting_default(plan: SweepPlan, one_gpu: list[PlannedPoint]) -> int:
+    """Without --parallel: the most slots, up to `default_parallel`, whose CPUs, RAM and disk hold
+    the plan's one-GPU shapes and the dataset copies; 1 where none beyond one does."""
+    if not one_gpu:
+        return 1
+    topology = read_topology(plan.cpus)
+    for count in range(default_parallel(len(topology.gpus)), 1, -1):
+        try:
+            slots = plan_slots(topology, count)
+            check_slots_fit(slots, max(p.shape.vcpus for p in one_gpu), plan.cpus.threads)
+            _check_ram(count, max(p.shape.ram_bytes for p in one_gpu), plan.host_ram)
+            _check_copy_space(plan, plan_copies(plan, slots), count)
+        except SizerError:
+            continue
+        return count
+    return 1
+
+
+def _all_points(plan: SweepPlan) -> list[PlannedPoint]:
+    """The plan's points, and those it takes if its start calibration spreads."""
+    return plan.points + (plan.on_spread[0] if plan.on_spread is not None else [])
+
+
+def _check_ram(count: int, ram_bytes: int, host_ram: int) -> None:
+    if count * ram_bytes > host_ram:
+        raise SizerError(f"--parallel {count}: {count} points of {ram_bytes / GIB:g} GiB RAM at once need "
+                         f"{count * ram_bytes / GIB:g} GiB, this host has {host_ram / GIB:.1f}: give a smaller "
+                         "--parallel or smaller --ram")
+
+
+def choose_checks(points: list[PlannedPoint], wanted: int) -> list[str]:
+    """The first `wanted` one-GPU points of the first pass, in plan order (shuffled, and the same
+    on --resume), ceilings left out."""
+    first = [p.key for p in points if p.shape.gpus == 1 and p.pass_no == 1 and not p.ceiling]
+    return first[:wanted]
+
+
+# ---------------------------------------------------------------- dataset copies
+def copy_target(data_dir: Path, kind: str, slot: int) -> Path:
+    """Where slot `slot` (1 or more) reads its copy: data_dir/slot-i/<kind> for a dataset sizer
+    generates; beside the data folder (<data>.slot-i) for files a workload reads from the data
+    folder itself, which must not hold its own copies."""
+    if kind in GENERATED_DATASETS:
+        return data_dir / f"slot-{slot}" / kind
+    return data_dir.with_name(f"{data_dir.name}.slot-{slot}")
+
+
+def _marker(target: Path) -> Path:
+    return target.with_name(target.name + ".copied.json")
+
+
+def fingerprint(folder: Path) -> dict[str, int]:
+    """The files under `folder` and their bytes: a copy with the same is current."""
+    files = list(cache.dataset_files(folder))
+    return {"files": len(files), "bytes": sum(f.stat().st_size for f in files)}
+
+
+def copy_is_current(source: Path, target: Path) -> bool:
+    try:
+        return target.is_dir() and json.loads(_marker(target).read_text()) == fingerprint(source)
+    except (OSError, ValueError):
+        return False
+
+
+def plan_copies(plan: SweepPlan, slots: list[Slot]) -> list[DatasetCopy]:
+    """Each extra slot's copy of each dataset of the plan; the bytes one not yet made needs (the
+    dataset's own size, or its estimate before it is generated)."""
+    copies = []
+    for kind in plan.datasets:
+        source = dataset_dir(plan.data_dir, kind)
+        exists = source.is_dir() and any(cache.dataset_files(source))
+        size = cache.total_bytes(source) if exists else dataset_bytes_estimate(kind, plan.profile)
+        for slot in slots[1:]:
+            target = copy_target(plan.data_dir, kind, slot.index)
+            current = exists and copy_is_current(source, target)
+            copies.append(DatasetCopy(kind, slot.index, source, target, 0 if current else size))
+    return copies
+
+
+def _existing_parent(path: Path) -> Path:
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+def copy_space_problem(need: int, free: int, count: int, data_dir: Path) -> str | None:
+    """Why copies of `need` bytes do not fit in `free` (leaving COPY_MARGIN_BYTES), or None."""
+    if need and need + COPY_MARGIN_BYTES > free:
+        return (f"--parallel {count}: the slots' dataset copies need {format_bytes(need)} on the disk of {data_dir}, "
+                f"which has {format_bytes(free)} free: free some space or give a smaller --parallel")
+    return None
+
+
+def _check_copy_space(plan: SweepPlan, copies: list[DatasetCopy], count: int) -> None:
+    """The copies can be written, on the disk of the data (its throttle is theirs), and fit there."""
+    if not copies:
+        return
+    anchor = _existing_parent(copies[0].target)
+    if not os.access(anchor, os.W_OK):
+        raise SizerError(f"--parallel {count}: the slots' dataset copies cannot be written under {anchor}")
+    if plan.device is not None and block_device_for(anchor) != plan.device:
+        raise SizerError(f"--parallel {count}: the slots' dataset copies would lie under {anchor}, on another "
+                         f"disk than the data ({plan.data_dir}), so its disk class would not hold for them")
+    problem = copy_space_problem(sum(c.missing_bytes for c in copies), shutil.disk_usage(anchor).free, count, plan.data_dir)
+    if problem:
+        raise SizerError(problem)
+
+
+def ensure_copy(source: Path, target: Path) -> bool:
+    """Make `target` a copy of `source` (new files, so pages of their own), unless a current one is
+    there; whether it copied now. Copied beside the target, then moved in: a copy cut short is never
+    taken for a whole one."""
+    if copy_is_current(source, target):
+        return False
+    marker = _marker(target)
+    marker.unlink(missing_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(source, partial, copy_function=shutil.copyfile)
+    os.replace(partial, target)
+    marker.write_text(json.dumps(fingerprint(source)))
+    cache.evict(target)  # the copy's pages go from the host's cache: each point evicts its copy anyway
+    return True
+
+
+def slot_datasets(datasets: dict[str, Dataset], slot: int, data_dir: Path, note: Callable[[str], None]) -> dict[str, Dataset]:
+    """The datasets a point in slot `slot` reads: the sweep's own in slot 0, else the slot's copies."""
+    if slot == 0:
+        return dict(datasets)
+    out = {}
+    for kind, dataset in datasets.items():
+        target = copy_target(data_dir, kind, slot)
+        if not copy_is_current(dataset.path, target):
+            note(f"slot {slot}: copying the {kind} dataset ({format_bytes(dataset.nbytes)}) to {target}")
+            ensure_copy(dataset.path, target)
+        out[kind] = Dataset(kind, target, {**dataset.info, "path": str(target)})
+    return out
+
+
+# ---------------------------------------------------------------- measuring
+@dataclass(frozen=True)
+class Place:
+    """Where a point of a parallel sweep runs: its slot's CPUs and GPU, and the slot's datasets."""
+
+    cpus: HostCpus
+    gpus: tuple[int, ...] | None
+    datasets: dict[str, Dataset]
+
+
+@dataclass
+class _Flight:
+    point: PlannedPoint
+    slot: Slot
+    t0: float
+
+
+class ParallelRunner:
+    """Measures a sweep's points up to one per slot at once, committing each as it ends."""
+
+    def __init__(self, sweep: _SweepRun, setup: ParallelSetup):
+        self.sweep, self.setup = sweep, setup
+        self.free = list(setup.slots)
+        self.flying: dict[Future[PointRun], _Flight] = {}
+        self.alone_due: list[tuple[PlannedPoint, Slot]] = []
+        self.places: dict[int, Place] = {}
+        self.checks = set(setup.checks)
+
+    def run(self, points: list[PlannedPoint]) -> None:
+        """Measure and commit every point not stored yet: each one-GPU point in the first free slot,
+        a point of several GPUs (and an entry of the host's speed) with nothing else running."""
+        self.sweep.bar.slots = len(self.setup.slots)
+        self._prepare_places()
+        queue = self._order(points)
+        self._resume_checks()
+        with ThreadPoolExecutor(len(self.setup.slots), thread_name_prefix="sizer-slot") as pool:
+            try:
+                while queue or self.flying or self.alone_due:
+                    self._dispatch(pool, queue)
+                    self._collect()
+            except BaseException:
+                STOP.set()  # every point in flight ends now, removing its group, before the pool closes
+                raise
+
+    def _prepare_places(self) -> None:
+        """Each slot's CPUs, GPU and datasets (the copies made here, once)."""
+        if self.places:
+            return
+        sweep = self.sweep
+        for note in self.setup.notes:
+            sweep.bar.note(note)
+        if sweep.plan.datasets and not sweep.datasets:  # only alone measurements left: no point prepared them
+            sweep.datasets = prepare_datasets(sweep.plan)
+        datasets = {kind: d for kind, d in sweep.datasets.items() if kind in sweep.plan.datasets}
+        t0 = time.monotonic()
+        for slot in self.setup.slots:
+            gpus = None if slot.gpu is None else (slot.gpu.index,)
+            self.places[slot.index] = Place(slot.cpus, gpus, slot_datasets(datasets, slot.index, sweep.plan.data_dir,
+                                                                           sweep.bar.note))
+        self.setup.copy_seconds += time.monotonic() - t0
+
+    def _order(self, points: list[PlannedPoint]) -> list[PlannedPoint]:
+        """The interference checks first (they run beside other points), points of several GPUs last."""
+        checks = [p for p in points if p.key in self.checks]
+        return checks + [p for p in points if p.key not in self.checks and p.shape.gpus == 1] + [
+            p for p in points if p.shape.gpus > 1]
+
+    def _resume_checks(self) -> None:
+        """Checks whose parallel measurement a sweep cut short stored without its one alone."""
+        by_key = {p.key: p for p in self.sweep.plan.points}
+        for key in self.setup.checks:
+            row = self.sweep.stored.get(key)
+            if row is None or alone_key(key) in self.sweep.done or row["status"] not in USABLE_STATUSES:
+                continue
+            mark = json.loads(row["result"]).get("extra", {}).get("parallel")
+            if isinstance(mark, dict) and key in by_key:
+                self._due_alone(by_key[key], self.setup.slots[int(mark.get("slot") or 0) % len(self.setup.slots)])
+
+    def _due_alone(self, point: PlannedPoint, slot: Slot) -> None:
+        self.alone_due.append((point, slot))
+        self.sweep.bar.grow(1)
+
+    def _dispatch(self, pool: ThreadPoolExecutor, queue: list[PlannedPoint]) -> None:
+        """Start what may start now: stored points are reported, each free slot takes the next
+        point; an alone measurement, a point of several GPUs or a due entry of the host's speed
+        waits until nothing runs."""
+        sweep = self.sweep
+        while queue or self.alone_due:
+            check_stop()
+            if self.alone_due:
+                if not self.flying:
+                    self._measure_alone(*self.alone_due.pop(0))
+                    continue
+                return
+            point = queue[0]
+            if point.key in sweep.done:
+                sweep.visit(queue.pop(0))  # reported as stored
+                continue
+            alone = point.shape.gpus > 1 or sweep.host_speed.due()
+            if (alone and self.flying) or (not alone and not self.free):
+                return
+            queue.pop(0)
+            if point.shape.gpus > 1:
+                sweep.visit(point)
+            elif sweep.begin(point):
+                self._start(pool, point, self.free.pop(0))
+
+    def _start(self, pool: ThreadPoolExecutor, point: PlannedPoint, slot: Slot) -> None:
+        flight = _Flight(point, slot, time.monotonic())
+        self.flying[pool.submit(self._measure, flight)] = flight
+        self._show()
+
+    def _measure(self, flight: _Flight) -> PointRun:
+        """A worker thread's part: measure the point in its slot, and mark it."""
+        run = self.sweep.measure_steadily(flight.point, flight.t0, self.places[flight.slot.index])
+        run.result.extra["parallel"] = flight.slot.mark(len(self.setup.slots))
+        if flight.point.key in self.checks:
+            run.result.extra["interference_check"] = flight.point.key
+        return run
+
+    def _collect(self) -> None:
+        """Commit the points that ended (in the order they started); a worker's exception ends the
+        sweep once the others that ended with it are stored."""
+        if not self.flying:
+            return
+        ended, _ = wait(self.flying, timeout=POLL_S, return_when=FIRST_COMPLETED)
+        failure: BaseException | None = None
+        for future in sorted(ended, key=lambda f: self.flying[f].t0):
+            flight = self.flying.pop(future)
+            self.free.append(flight.slot)
+            exc = future.exception()
+            if exc is not None:
+                failure = failure or exc
+                continue
+            run = future.result()
+            self.sweep.commit(flight.point, run, flight.t0)
+            if flight.point.key in self.checks and run.result.status in USABLE_STATUSES:
+                self._due_alone(flight.point, flight.slot)
+        self.free.sort(key=lambda slot: slot.index)
+        if failure is not None:
+            raise failure
+        self._show()
+
+    def _measure_alone(self, point: PlannedPoint, slot: Slot) -> None:
+        """An interference check's measurement alone: the shape once more in the slot it ran in,
+        with nothing else running; stored under `alone_key`."""
+        sweep = self.sweep
+        if not sweep.has_time_for(point):
+            return
+        t0 = time.monotonic()
+        label = f"{point.label()}, alone in slot {slot.index} (interference check)"
+        sweep.bar.start(sweep.completed + 1, label, sweep.completed)
+        run = sweep.measure_steadily(point, t0, self.places[slot.index])
+        run.result.extra["interference_check"] = point.key
+        run.result.extra["alone"] = {"slot": slot.index, "gpu": None if slot.gpu is None else slot.gpu.index}
+        sweep.commit(point, run, t0, key=alone_key(point.key), label=label)
+
+    def _show(self) -> None:
+        """The points in flight, on the progress bar."""
+        if self.flying:
+            labels = "; ".join(f"[slot {f.slot.index}] {f.point.label()}" for f in self.flying.values())
+            self.sweep.bar.start(self.sweep.completed + len(self.flying), f"{len(self.flying)} in flight: {labels}",
+                                 self.sweep.completed)
+
+
+def parallel_summary(setup: ParallelSetup, store: Any, sweep_id: int) -> dict[str, Any]:
+    """What the sweep hands back of its slots, and the interference check over its stored points."""
+    from sizer.report.parallel import parallel_context
+
+    return {**setup.outline(), "measured": parallel_context(store.points(sweep_id))}
+
+
+def describe_parallel(summary: dict[str, Any]) -> str:
+    """One line on a parallel sweep's slots and its interference check."""
+    line = f"parallel: {len(summary.get('slots') or [])} slots"
+    measured = summary.get("measured") or {}
+    checks = [c for c in measured.get("checks") or [] if c.get("difference") is not None]
+    if checks:
+        line += (f"; interference check on {len(checks)} shape(s), parallel against alone: median "
+                 f"{measured['median_difference']:+.1%}, largest {measured['max_difference']:+.1%}")
+    else:
+        line += "; no shape measured both in parallel and alone yet"
+    return line

@@ -1,0 +1,118 @@
+"""The adaptive chooser (`sizer.sweep.adaptive`) on points made from a known bottleneck model:
+where it starts, that it measures near the knee, stops once the answer holds, keeps to its budget,
+and chooses the same again from the same stored points (a resumed sweep)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from sizer.catalog import load_catalog
+from sizer.diskclasses import load_disk_classes
+from sizer.points import Point
+from sizer.shapes import build_plan
+from sizer.sweep.adaptive import (
+    STOP_MAX_POINTS,
+    STOP_STABLE,
+    AdaptiveChooser,
+    AdaptiveTerms,
+    answer_of,
+)
+
+VCPUS = [2, 4, 8, 12, 16]
+RAMS = [8.0, 32.0]
+DISKS = ["local-nvme", "ssd", "standard"]
+GPU = "NVIDIA H100 80GB HBM3"
+CEILING = 4000.0
+PER_VCPU = 350.0
+MB_PER_SAMPLE = 0.11
+DISK_MBPS = {"local-nvme": None, "ssd": 300.0, "standard": 140.0}
+
+
+def _rate(vcpus: int, disk: str, ceiling: bool) -> float:
+    """The known model: min(ceiling, USL in vCPUs, disk cap over the bytes a sample reads), times a
+    fixed wobble of up to 1% per shape (a measurement is never the model exactly)."""
+    if ceiling:
+        return CEILING
+    cpu = PER_VCPU * vcpus / (1 + 0.01 * (vcpus - 1))
+    disk_mbps = DISK_MBPS[disk]
+    io = float("inf") if disk_mbps is None else disk_mbps / MB_PER_SAMPLE
+    wobble = int(hashlib.sha256(f"{vcpus}{disk}".encode()).hexdigest()[:4], 16) / 0xFFFF - 0.5
+    return min(CEILING, cpu, io) * (1 + 0.02 * wobble)
+
+
+def _measure(point) -> Point:
+    shape = point.shape
+    rate = _rate(shape.vcpus, shape.disk_class, point.ceiling)
+    return Point(workload=point.workload, vcpus=shape.vcpus, ram_gib=shape.ram_gib, disk_class=shape.disk_class,
+                 throughput=rate, unit="images/s", profile="gpu", spread=0.02, gpu_model=GPU,
+                 read_mb_per_sample=None if point.ceiling else MB_PER_SAMPLE, dataset_gib=5.4, footprint_gib=1.6,
+                 input="synthetic" if point.ceiling else "files", decode="cpu", reads_once=False,
+                 extra={"epochs": 0.5})
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return build_plan([("resnet50-train", "imagenet", None, {})], VCPUS, RAMS, DISKS, "gpu")
+
+
+def _terms(max_points: int | None = None) -> AdaptiveTerms:
+    return AdaptiveTerms(tuple(load_catalog(builtin=True, gpu="H100")), "H100", load_disk_classes(),
+                         max_points=max_points)
+
+
+def _run(grid, terms: AdaptiveTerms):
+    """The chooser against the known model until it stops: the measured (key, point) pairs and the last step."""
+    chooser = AdaptiveChooser(grid, terms)
+    measured: list[tuple[str, Point]] = []
+    while True:
+        step = chooser.step(measured)
+        if step.point is None:
+            return measured, step
+        measured.append((step.point.key, _measure(step.point)))
+
+
+def test_starts_at_the_ceiling_then_the_corners_of_the_grid(grid):
+    start = AdaptiveChooser(grid, _terms()).start()
+    assert start[0].ceiling
+    shapes = [(p.shape.vcpus, p.shape.ram_gib, p.shape.disk_class) for p in start[1:]]
+    assert shapes == [(16, 32.0, "local-nvme"), (2, 32.0, "local-nvme"), (16, 8.0, "standard"), (12, 8.0, "standard")]
+
+
+def test_stops_when_the_answer_holds_with_the_grids_answer_and_fewer_points(grid):
+    measured, step = _run(grid, _terms())
+    assert step.stopped == STOP_STABLE, step.why
+    assert len(measured) < len(grid) // 2
+    everything = [_measure(p) for p in grid]
+    from sizer.model.evaluate import fit_group
+
+    whole = answer_of(fit_group("resnet50-train", everything, load_disk_classes()), everything, _terms())
+    assert step.answer.pick == whole.pick and step.answer.instance is not None
+    assert step.answer.knee_within(whole.knee_low, whole.knee_high)
+
+
+def test_measures_near_the_knee_after_the_start(grid):
+    measured, step = _run(grid, _terms())
+    after_start = [p for _, p in measured[5:] if p.disk_class == "local-nvme"]
+    assert after_start, "nothing measured on the fastest disk after the start"
+    knee = step.answer.knee  # about 12 vCPUs: 350 per vCPU against a 4,000 ceiling
+    assert knee is not None and 10 <= knee <= 14
+    assert after_start[0].vcpus in (8, 12, 16)
+
+
+def test_keeps_to_max_points(grid):
+    measured, step = _run(grid, _terms(max_points=6))
+    assert len(measured) == 6
+    assert step.stopped == STOP_MAX_POINTS
+    assert step.answer is not None  # the answer of what was measured, for the report
+
+
+def test_the_same_stored_points_give_the_same_choices(grid):
+    first, _ = _run(grid, _terms())
+    again, _ = _run(grid, _terms())
+    assert [k for k, _ in first] == [k for k, _ in again]
+    # A resumed sweep: a new chooser with what was stored before the kill chooses what came next.
+    for cut in (3, 6, len(first) - 1):
+        resumed = AdaptiveChooser(grid, _terms()).step(first[:cut])
+        assert resumed.point is not None and resumed.point.key == first[cut][0]

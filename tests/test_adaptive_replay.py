@@ -1,0 +1,90 @@
+"""benchmarks/adaptive_replay.py on a store built here: a two-pass grid of a known model, replayed
+without measuring (stored order and seeded noisy draws), and a live store compared with a grid's."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sizer.store import Store
+from workloads.protocol import Result
+
+VCPUS = (2, 4, 8, 12, 16)
+RAMS = (8.0, 32.0)
+DISKS = {"local-nvme": None, "ssd": 300.0, "standard": 140.0}
+
+
+@pytest.fixture(scope="module")
+def replay():
+    """The script as a module registered under its name: its dataclasses and its workers need that."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "adaptive_replay.py"
+    spec = importlib.util.spec_from_file_location("adaptive_replay", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["adaptive_replay"] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("adaptive_replay", None)
+
+
+def _rate(vcpus: int, disk: str, synthetic: bool, pass_no: int) -> float:
+    """min(4,000, 350 per vCPU less contention, the disk over 0.11 MB a sample); passes 1% apart."""
+    cpu = 350.0 * vcpus / (1 + 0.01 * (vcpus - 1))
+    cap = DISKS[disk]
+    rate = 4000.0 if synthetic else min(4000.0, cpu, float("inf") if cap is None else cap / 0.11)
+    return rate * (1.0 + (0.01 if pass_no == 1 else -0.01) * ((vcpus + len(disk)) % 3 - 1))
+
+
+def _result(vcpus: int, disk: str, synthetic: bool, pass_no: int) -> Result:
+    rate = _rate(vcpus, disk, synthetic, pass_no)
+    samples = 5 * rate
+    return Result(workload="resnet50-train", framework="pytorch", unit="images/s", profile="gpu", status="ok",
+                  throughput=rate, spread=0.02, wall_s=12.0,
+                  counters={"measured_samples": samples, "measured_seconds": 5.0, "read_bytes": 0.11e6 * samples,
+                            "peak_rss_bytes": 1.6 * 2**30, "gpu_name": "NVIDIA H100 80GB HBM3"},
+                  extra={"dataset_gib": 5.4, "epochs": 0.5},
+                  config={"input": "synthetic" if synthetic else "files", "decode": "cpu", "device": "cuda"})
+
+
+def _grid_store(path: Path) -> Path:
+    """A grid sweep in two passes, its GPU ceiling first, as `sizer sweep --passes 2` stores it."""
+    with Store(path) as store:
+        host = store.upsert_host({"hostname": "gpu-host", "cpu_model": "c", "threads": 16, "gpus": ["H100"]})
+        sweep = store.start_sweep(host, "sizer sweep", {"workloads": ["resnet50-train"]})
+        ceiling = {"vcpus": 16, "ram_gib": 32.0, "disk_class": "local-nvme"}
+        store.add_point(sweep, "resnet50-train/gpu/16vcpu-32gib-local-nvme/input=synthetic", ceiling,
+                        _result(16, "local-nvme", True, 1), {}, time.time())
+        for pass_no in (1, 2):
+            for v in VCPUS:
+                for r in RAMS:
+                    for d in DISKS:
+                        key = f"resnet50-train/gpu/{v}vcpu-{r:g}gib-{d}" + ("" if pass_no == 1 else "#p2")
+                        store.add_point(sweep, key, {"vcpus": v, "ram_gib": r, "disk_class": d},
+                                        _result(v, d, False, pass_no), {}, time.time())
+        store.finish_sweep(sweep)
+    return path
+
+
+def test_replays_reach_the_grids_answer_within_the_budget(replay, tmp_path):
+    entries = replay.load_entries(_grid_store(tmp_path / "grid.sqlite"), tmp_path)
+    assert [(e.label, e.gpu, e.grid_points, len(e.candidates)) for e in entries] == [
+        ("resnet50-train", "H100", 61, 31)]
+    [row] = replay.run_all(entries, replays=2, share=0.2, confidence=0.9, workers=1, cache=False)
+    assert row["budget"] == 12
+    assert row["grid"]["instance"] is not None
+    stored, noisy = row["stored"], row["noisy"]
+    assert stored["pick"] and stored["knee"] and stored["points"] <= 12
+    assert noisy["replays"] == 2 and noisy["points_max"] <= 12 and noisy["pick"] == 2
+    assert set(row["grid_noisy"]) == {"pick", "knee"}
+    assert replay.print_table([row], need=95, share=0.2)  # the acceptance holds for this one entry
+
+
+def test_a_live_store_is_compared_with_the_grids_answer(replay, tmp_path, capsys):
+    grid = _grid_store(tmp_path / "grid.sqlite")
+    assert replay.main(["--compare", str(grid), str(grid)]) == 0
+    out = capsys.readouterr().out
+    assert "pick (instance and disk class) agrees: yes; knee within the grid's range: yes" in out
+    assert replay.main(["--compare", str(grid)]) == 2  # no grid store to compare with
