@@ -143,8 +143,8 @@ def test_more_slots_than_cores_is_refused():
         plan_slots(Topology(HostCpus(((0,), (1,))), (), ()), 3)
 
 
-def test_the_default_takes_the_hosts_gpus_up_to_four():
-    assert [default_parallel(g) for g in (0, 1, 2, 8)] == [1, 1, 2, 4]
+def test_the_default_is_one_point_at_a_time():
+    assert [default_parallel(g) for g in (0, 1, 2, 8)] == [1, 1, 1, 1]
 
 
 def test_topology_from_sysfs_nodes_and_pci_addresses(tmp_path, monkeypatch):

@@ -327,8 +327,8 @@ Parallel = Annotated[Optional[int], typer.Option(
     min=1,
     help="Measure up to K one-GPU points at once, each on its own GPU with its own cores (NUMA-local where "
          "the host has NUMA nodes), limits and dataset copy (slot i>0 reads a copy: the dataset's size again "
-         "on its disk per extra slot). Points of several GPUs run alone. Default: on a host with several GPUs, as "
-         "many (up to 4) as the plan's one-GPU shapes, their RAM and the copies fit; else 1.")]
+         "on its disk per extra slot). Points of several GPUs run alone. Default: 1 (side by side, points moved "
+         "by up to 12% against alone on a 4-GPU host: docs/PERFORMANCE.md).")]
 Interference = Annotated[Optional[int], typer.Option(
     "--interference",
     metavar="N",

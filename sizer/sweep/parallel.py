@@ -43,10 +43,11 @@ if TYPE_CHECKING:
 
 # Serial until a multi-GPU host has measured what points beside each other cost
 # (docs/PERFORMANCE.md, "Parallel sweeps"): the one number to change once it has.
-# Without --parallel, a host with several GPUs measures on as many of them at once as its plan's
-# shapes fit, up to this many: on a 2-GPU H100 host, points measured two at once differed from the
-# same shapes measured alone by 0.2% (median) and 1.4% (max), and measuring took 0.55x the time.
-DEFAULT_PARALLEL = 4
+# Without --parallel, a sweep measures on at most this many GPUs at once (where its shapes fit).
+# Side by side against alone, the same shapes differed by +0.2% median, +1.4% max on a 2-GPU H100
+# host, but by -7.2% median, -12.0% max on a 4-GPU one: more than the 5% tolerance, so parallel
+# sweeps are asked for (--parallel K), never assumed, and carry their interference check.
+DEFAULT_PARALLEL = 1
 DEFAULT_INTERFERENCE = 2  # shapes a parallel sweep measures alone as well
 COPY_MARGIN_BYTES = GIB // 4  # free space left beside the copies
 POLL_S = 0.5  # how often the main thread looks for a stop while points run
