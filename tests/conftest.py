@@ -70,3 +70,18 @@ def benchmark():
         return module
 
     return load
+
+
+@pytest.fixture
+def backend():
+    """The host's cgroup limit backend (skips where none is writable); afterwards every limit group
+    of this test process is removed, and one left behind fails the test."""
+    from sizer.limits import detect_backend, list_groups, sysfs
+
+    found = detect_backend()
+    if found.name == "affinity":
+        pytest.skip("no writable cgroup controllers here")
+    yield found
+    sysfs.remove_all_live()
+    assert [g for g in list_groups() if f"/sizer-{os.getpid()}-" in g] == [], "a limit group of this test was left behind"
+

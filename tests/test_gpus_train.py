@@ -9,20 +9,12 @@ import os
 
 import pytest
 
-from sizer.limits import LimitRequest, detect_backend, sysfs
+from sizer.limits import LimitRequest
 from sizer.runner import run_point
 from workloads.protocol import Spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.cgroup]
 
-
-@pytest.fixture
-def backend():
-    b = detect_backend()
-    if b.name == "affinity":
-        pytest.skip("no writable cgroup controllers here")
-    yield b
-    sysfs.remove_all_live()
 
 
 def test_two_rank_data_parallel_training_runs_in_one_limit_group(backend, tmp_path, monkeypatch):

@@ -11,20 +11,12 @@ import pytest
 
 from sizer.cache import evict
 from sizer.diskclasses import load_disk_classes
-from sizer.limits import DiskThrottle, LimitRequest, detect_backend, sysfs
+from sizer.limits import DiskThrottle, LimitRequest, sysfs
 from sizer.runner import run_point
 from workloads.protocol import Result, Spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.cgroup]
 
-
-@pytest.fixture
-def backend():
-    b = detect_backend()
-    if b.name == "affinity":
-        pytest.skip("no writable cgroup controllers here")
-    yield b
-    sysfs.remove_all_live()
 
 
 def measure(backend, spec: Spec, cpus: tuple[int, ...], throttle: DiskThrottle | None = None) -> Result:
