@@ -116,3 +116,35 @@ def test_the_same_stored_points_give_the_same_choices(grid):
     for cut in (3, 6, len(first) - 1):
         resumed = AdaptiveChooser(grid, _terms()).step(first[:cut])
         assert resumed.point is not None and resumed.point.key == first[cut][0]
+
+
+def _option(disk: str, price: float, meets: bool, optimistic: bool, basis: str, predicted: float):
+    from types import SimpleNamespace
+
+    instance = SimpleNamespace(gpu_count=1, instance_type=f"g-{disk}", cloud="test")
+    return SimpleNamespace(instance=instance, disk_class=disk, price_per_gpu_hour=price, meets=meets,
+                           meets_optimistic=optimistic, basis=basis, predicted=predicted, share_vcpus=26.0,
+                           share_memory_gib=234.0, disk_mbps=DISK_MBPS[disk], bottleneck="gpu")
+
+
+def test_an_option_only_the_untrusted_model_judges_is_open_where_its_figure_meets():
+    """No measurement judges it and the model is not trusted: the model's figure meeting the
+    tolerance leaves the verdict open (a measurement can decide it); one far below does not."""
+    from types import SimpleNamespace
+
+    from sizer.sweep.adaptive import _undecided
+
+    near = _option("standard", 5.0, False, False, "not judged", 0.99 * CEILING)
+    far = _option("ssd", 5.0, False, False, "not judged", 0.5 * CEILING)
+    pick = _option("local-nvme", 5.0, True, True, "measured floor", CEILING)
+    dearer = _option("ssd", 9.0, False, True, "measured floor", 0.9 * CEILING)
+    rec = SimpleNamespace(considered=[pick, near, far, dearer], chosen=pick, ceiling=CEILING, tolerance=0.05)
+    assert _undecided(rec) == [near]
+
+
+def test_an_open_option_is_told_by_the_largest_shape_it_contains_measured_once(grid):
+    chooser = AdaptiveChooser(grid, _terms())
+    option = _option("standard", 5.0, False, False, "not judged", CEILING)
+    largest = chooser._telling(option, {})
+    assert (largest.shape.vcpus, largest.shape.ram_gib, largest.shape.disk_class) == (16, 32.0, "standard")
+    assert largest.pass_no == 1 and chooser._telling(option, {largest.key: 1}) is None

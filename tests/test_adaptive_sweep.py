@@ -82,3 +82,18 @@ def test_a_stopped_adaptive_sweep_resumes_with_the_same_choices(cli, tmp_path):
     assert "predicted by the model" in card["adaptive"]["text"]
     html = (tmp_path / "out-whole.sqlite" / "report.html").read_text()
     assert "Adaptive sweep:" in html
+
+
+def test_the_dry_run_of_an_adaptive_sweep_says_what_it_may_take(cli, tmp_path):
+    args = ["sweep", "--workloads", "cpu-spin", "--vcpus", "1,2", "--ram", "256M,512M", "--disks", "local-nvme",
+            "--budget", "1", "--no-calibrate", "--store", str(tmp_path / "s.sqlite"), "--dry-run"]
+    code, out, _ = cli(*args, "--json")
+    grid = json.loads(out)
+    assert code == 0 and grid["adaptive"] is None
+    code, out, _ = cli(*args, "--strategy", "adaptive", "--max-points", "2", "--json")
+    outline = json.loads(out)["adaptive"]
+    assert code == 0 and outline["entries"] == [{"workload": "cpu-spin", "grid_shapes": 4, "at_most": 2}]
+    assert 0 < outline["at_most_seconds"] < grid["estimated_seconds"]
+    code, out, _ = cli(*args, "--strategy", "adaptive", "--max-points", "2")
+    assert code == 0 and "adaptive: measures the grid above" in out and "cpu-spin: at most 2 of 4" in out
+    assert not (tmp_path / "s.sqlite").exists()

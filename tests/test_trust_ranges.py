@@ -103,6 +103,17 @@ def test_the_band_moves_the_cpu_term_and_a_fitted_ceiling_but_not_a_measured_one
     assert down == pytest.approx(0.2) and up == pytest.approx(0.2)  # 960 stays below the ceiling
 
 
+def test_a_decision_holds_a_fitted_ceiling_where_the_band_moves_only_the_cpu_term(disk_classes):
+    """A share of the ceiling: a shape whose CPU term stays above the ceiling when the band moves it
+    down is at 100% of whatever the ceiling is, fitted or measured."""
+    draws = dataclasses.replace(fit_draws(_unmeasured_twelve(disk_classes)), sharpness=0.0, ceiling_measured=False)
+    headroom = Prediction(1000.0, "gpu", {"gpu": 1000.0, "cpu": 2000.0})
+    assert band_moves(draws, headroom, 0.2, hold_ceiling=True) == (0.0, 0.0)
+    near = Prediction(1000.0, "gpu", {"gpu": 1000.0, "cpu": 1100.0})
+    down, up = band_moves(draws, near, 0.2, hold_ceiling=True)
+    assert down == pytest.approx(1 - 880.0 / 1000.0) and up == 0.0  # the CPU term moved below the held ceiling
+
+
 def test_a_model_figure_beyond_the_measured_levels_never_falls_below_the_measured_floor(disk_classes):
     from sizer.model.decision import Judge, shape_figure
     from sizer.model.evidence import disk_caps, evidence_for

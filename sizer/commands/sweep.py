@@ -186,6 +186,14 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
     return [grid, passes]
 
 
+def adaptive_line(outline: dict[str, Any]) -> str:
+    """An adaptive sweep's dry run: the table is the grid it chooses from, and this is what it may take."""
+    each = "; ".join(f"{e['workload']}: at most {e['at_most']} of {e['grid_shapes']}" for e in outline["entries"])
+    cap = f"--max-points {outline['max_points']}" if outline["max_points"] else "one per shape, no --max-points"
+    return (f"adaptive: measures the grid above one shape at a time where the answer can still change, and stops "
+            f"when it cannot ({cap}; {each}): [bold]{outline['at_most']}[/] at most, measuring only")
+
+
 def render_dry_run(data: dict[str, Any]) -> None:
     table = Table(title=f"plan: {len(data['points'])} points, profile {data['profile']}", title_justify="left")
     for column in ("#", "workload", "vCPUs", "RAM GiB", "disk", "est. s"):
@@ -207,6 +215,8 @@ def render_dry_run(data: dict[str, Any]) -> None:
         f"estimated time: [bold]{data['estimate']}[/] ({format_duration(data['estimated_seconds'])}; "
         f"{data['estimate_note']}{'; with the calibration and the host speed every 10 min' if data['calibration'] else ''})"
     )
+    if data.get("adaptive"):
+        console.print(adaptive_line(data["adaptive"]))
     if data["plan"].get("if_start_spreads"):
         more = data["plan"]["if_start_spreads"]
         console.print(f"if the start calibration spreads by more than 10%: {more['passes']} passes and --refine "

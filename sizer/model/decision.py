@@ -6,7 +6,8 @@ model's prediction but never less than that floor. A model that is not trusted (
 is not used at all: a shape without measured evidence is then not judged. The share of the
 ceiling comes with its range at the confidence level (`uncertainty`); a figure the model gives at a
 vCPU count nobody measured also carries the model's own held-out error there (`level_error`), and
-its pessimistic end never falls below the measured floor.
+its pessimistic end never falls below the measured floor. That error moves the CPU and disk terms,
+never the ceiling: a share of the ceiling holds it fixed, so a shape bound by the GPU is at 100% of it.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def shape_figure(fit: WorkloadFit, draws: FitDraws, predicted: Prediction, evide
     ceiling = fit.ceiling
     pessimistic, optimistic = anchored_range(rate, samples, confidence)
     if basis.startswith("model") and band > 0:
-        pessimistic, optimistic = widen(rate, pessimistic, optimistic, *band_moves(draws, predicted, band))
+        moves = band_moves(draws, predicted, band, hold_ceiling=True)
+        pessimistic, optimistic = widen(rate, pessimistic, optimistic, *moves)
     if floor_end is not None:  # a model figure above a measured floor never ends below the floor's own end
         pessimistic = max(pessimistic, min(floor_end, rate))
     unbounded = open_high(draws, predicted) if basis.startswith("model") else None

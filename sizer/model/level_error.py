@@ -16,8 +16,9 @@ levels that have one: where the knee lies, the CPU term is what is predicted.
 
 The band moves the terms the model extrapolates: the CPU and the disk term, and the ceiling where
 the model fitted it (a ceiling measured with input on the device stays): a shape whose CPU term lies
-far enough above a measured ceiling stays at it (`uncertainty.band_moves`). The errors are computed
-once per fit, when a band is first asked at a count that is not measured.
+far enough above a measured ceiling stays at it (`uncertainty.band_moves`). A decision, a share of the
+ceiling, keeps any ceiling (`decision.shape_figure`). The errors are computed once per fit, when a
+band is first asked at a count that is not measured.
 """
 
 from __future__ import annotations

@@ -151,15 +151,19 @@ def model_range(draws: FitDraws, predicted: Prediction, confidence: float, band:
     return widen(predicted.throughput, low, high, *band_moves(draws, predicted, band))
 
 
-def band_moves(draws: FitDraws, predicted: Prediction, band: float) -> tuple[float, float]:
+def band_moves(draws: FitDraws, predicted: Prediction, band: float,
+               hold_ceiling: bool = False) -> tuple[float, float]:
     """How far (relative, down and up) the model's own error `band` moves a prediction: its CPU and
-    disk terms, and a ceiling it fitted, moved by the band; a measured ceiling kept (`level_error`)."""
+    disk terms, and a ceiling it fitted, moved by the band; a measured ceiling kept (`level_error`).
+    `hold_ceiling`: the ceiling kept too, as a decision keeps it (a share of the ceiling: a shape bound
+    by the GPU is at 100% of whatever the ceiling is)."""
     if band <= 0 or predicted.throughput <= 0:
         return 0.0, 0.0
     terms = predicted.terms
+    keep = hold_ceiling or draws.ceiling_measured
 
     def rate(factor: float) -> float:
-        gpu = terms["gpu"] * (1.0 if draws.ceiling_measured else factor)
+        gpu = terms["gpu"] * (1.0 if keep else factor)
         return float(combine_terms(np.array([gpu]), np.array([terms["cpu"] * factor]),
                                    np.array([terms.get("io", math.inf) * factor]), draws.sharpness)[0])
 

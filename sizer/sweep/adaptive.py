@@ -12,9 +12,10 @@ far (`AdaptiveChooser.step`):
    - the vCPU levels inside the knee's range (and the level on either side of it) at the largest
      RAM on the fastest disk, nearest the knee first;
    - a shape that tells a catalog option whose verdict the ranges leave open (it meets the
-     tolerance at the optimistic end of its range, not at the pessimistic one): the largest grid
-     shape the option contains, measured again up to MAX_PER_SHAPE times; where it contains none
-     (the model alone judges it), a shape bound as the option is;
+     tolerance at the optimistic end of its range, not at the pessimistic one; or no measurement
+     judges it, the model is not trusted, and the model's figure meets): the largest grid shape the
+     option contains, where it is not measured yet (the floor the decision would use); where it
+     contains none (the model alone judges it), a shape bound as the option is;
    - where the pick turns on whether the model is trusted (its held-out error against the limit,
      `sizer.model.tolerance.model_trusted`): while it is not, the shape it predicts worst held out,
      measured a second time (as `--refine` does); while it is and fewer than MIN_HELD_OUT shapes
@@ -46,7 +47,6 @@ from sizer.diskclasses import DiskClass
 from sizer.points import Point
 from sizer.shapes import InstanceShape, PlannedPoint
 
-MAX_PER_SHAPE = 3  # measurements of one shape the chooser asks for at most (a median of three)
 MIN_SPARE_SHAPES = 2  # real shapes beyond the fit's free parameters before the answer can settle
 # Held-out shapes that settle a pick resting on trust in the model: on shared GPU hosts the largest
 # held-out error of a third of a 30-shape grid crossed the trust limit about as often as the whole grid's.
@@ -382,10 +382,11 @@ class AdaptiveChooser:
         return out
 
     def _telling(self, option: Any, counts: dict[str, int]) -> PlannedPoint | None:
-        """The grid shape that tells an undecided option: the largest one it contains, measured
-        again up to MAX_PER_SHAPE times; where it contains none (the model alone judges it), a shape
-        bound as the option is, nearest it: the most vCPUs on the fastest disk for a CPU- or
-        GPU-bound option, else the most vCPUs at the largest RAM on the disk class nearest its own."""
+        """The grid shape that tells an undecided option: the largest one it contains (the floor the
+        decision would use), where it is not measured yet; where it contains none (the model alone
+        judges it), a shape bound as the option is, nearest it: the most vCPUs on the fastest disk
+        for a CPU- or GPU-bound option, else the most vCPUs at the largest RAM on the disk class
+        nearest its own."""
         table = self.terms.disk_classes
         inside = [p for p in self.real if _contains(option, p, table)]
         if not inside:
@@ -398,12 +399,10 @@ class AdaptiveChooser:
                                                   if math.isfinite(own) and math.isfinite(_disk_speed(d, table))
                                                   else (0.0 if _disk_speed(d, table) == own else math.inf)))
                 inside = [p for p in self.real if p.shape.disk_class == disk and p.shape.ram_gib == rams[-1]]
-        inside.sort(key=lambda p: (p.shape.vcpus, p.shape.ram_gib, _disk_speed(p.shape.disk_class, table)), reverse=True)
-        for limit in (1, MAX_PER_SHAPE):  # every such shape once before any is measured again
-            for point in inside:
-                if counts.get(point.key, 0) < limit:
-                    return _next_pass(point, counts)
-        return None
+        if not inside:
+            return None
+        largest = max(inside, key=lambda p: (p.shape.vcpus, p.shape.ram_gib, _disk_speed(p.shape.disk_class, table)))
+        return None if counts.get(largest.key, 0) else largest
 
     def _most_uncertain(self, fitted: _Fitted, measured: Sequence[tuple[str, Point]],
                         counts: dict[str, int]) -> PlannedPoint | None:
@@ -452,13 +451,26 @@ def _next_pass(point: PlannedPoint, counts: dict[str, int]) -> PlannedPoint:
 
 
 def _undecided(rec: Any) -> list[Any]:
-    """The options that meet the tolerance at the optimistic end of their range but not at the
-    pessimistic one, priced, at most as dear as the pick (all of them where nothing is picked)."""
+    """The options whose verdict is open, priced, at most as dear as the pick (all of them where
+    nothing is picked): they meet the tolerance at the optimistic end of their range but not at the
+    pessimistic one, or no measurement judges them (the model is not trusted) and the model's figure
+    meets it."""
+    return _priced_by(rec, [o for o in rec.considered
+                            if not o.meets and (o.meets_optimistic or _model_alone_meets(rec, o))])
+
+
+def _model_alone_meets(rec: Any, option: Any) -> bool:
+    from sizer.model.tolerance import meets_tolerance
+
+    return option.basis == "not judged" and meets_tolerance(option.predicted, rec.ceiling, rec.tolerance)
+
+
+def _priced_by(rec: Any, options: list[Any]) -> list[Any]:
+    """Of `options`, the priced ones at most as dear as the pick (all where nothing is picked), cheapest first."""
     from sizer.catalog import whole_cents
 
     limit = math.inf if rec.chosen is None else whole_cents(rec.chosen.price_per_gpu_hour or 0.0)
-    out = [o for o in rec.considered if o.meets_optimistic and not o.meets and o.price_per_gpu_hour is not None
-           and whole_cents(o.price_per_gpu_hour) <= limit]
+    out = [o for o in options if o.price_per_gpu_hour is not None and whole_cents(o.price_per_gpu_hour) <= limit]
     return sorted(out, key=lambda o: (whole_cents(o.price_per_gpu_hour), o.instance.gpu_count, o.instance.instance_type,
                                       o.disk_class))
 

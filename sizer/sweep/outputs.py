@@ -74,6 +74,24 @@ def plan_outline(plan: SweepPlan, calibrate: bool) -> dict[str, Any]:
     return outline
 
 
+def adaptive_outline(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any] | None:
+    """What an adaptive sweep may measure of the planned grid: per workload entry, the grid's shapes
+    and the most measurements it takes (`--max-points`, which may measure a shape again; else one per
+    shape), and what that costs at most. None for a grid sweep."""
+    if opts.strategy != "adaptive":
+        return None
+    from sizer.sweep.adaptive_run import plan_entries
+
+    entries, seconds = [], 0.0
+    for entry in plan_entries(plan.points):
+        at_most = opts.max_points or len(entry.candidates)
+        mean_s = sum(plan.estimate_point_s(p) for p in entry.candidates) / len(entry.candidates)
+        seconds += at_most * mean_s
+        entries.append({"workload": entry.label, "grid_shapes": len(entry.candidates), "at_most": at_most})
+    return {"max_points": opts.max_points, "entries": entries, "at_most_seconds": round(seconds, 1),
+            "at_most": about_minutes(seconds)}
+
+
 def dry_run_summary(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any]:
     seconds = plan.estimate_s(opts.calibrate)
     return {
@@ -97,6 +115,7 @@ def dry_run_summary(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any]:
         "limit_backend": dataclasses.asdict(plan.backend.info()),
         "time_budget_s": plan.time_budget_s,
         "notes": plan.notes,
+        "adaptive": adaptive_outline(plan, opts),
     }
 
 
