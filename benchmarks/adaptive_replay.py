@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sizer.errors import SizerError  # noqa: E402
 from sizer.points import Point  # noqa: E402
-from sizer.shapes import InstanceShape, PlannedPoint  # noqa: E402
+from sizer.shapes import InstanceShape, PlannedPoint, shape_key  # noqa: E402
 from sizer.sweep.adaptive import AdaptiveChooser, AdaptiveTerms, Answer, answer_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,11 +80,11 @@ def default_stores() -> list[Path]:
 
 def _planned(key: str, point: Point) -> PlannedPoint:
     """The first-pass plan point a stored key stands for: '<workload>/<profile>/<shape>[/k=v,...]'."""
-    parts = key.split("#p")[0].split("/", 3)
+    parts = shape_key(key).split("/", 3)
     config = dict(kv.split("=", 1) for kv in parts[3].split(",")) if len(parts) > 3 and parts[3] else {}
     planned = PlannedPoint(point.workload, point.profile, InstanceShape(point.vcpus, point.ram_gib, point.disk_class),
                            config, ceiling=config.get("input") == "synthetic")
-    if planned.key != key.split("#p")[0]:
+    if planned.key != shape_key(key):
         raise SizerError(f"stored key {key!r} does not name its shape")
     return planned
 
@@ -176,7 +176,7 @@ def replay(entry: Entry, chooser: AdaptiveChooser, rng: random.Random | None) ->
         step = chooser.step(measured)
         if step.point is None:
             return step.answer, len(measured), step.stopped
-        base = step.point.key.split("#p")[0]
+        base = shape_key(step.point.key)
         stored = entry.passes[base]
         if rng is None:
             index = (step.point.pass_no - 1) % len(stored)

@@ -108,6 +108,7 @@ def recommend(
     gpu_memory_needed_gib: float | None = None,
     cpu_scale: float = 1.0,
     confidence: float = DEFAULT_CONFIDENCE,
+    trusted: bool | None = None,
 ) -> Recommendation:
     """Cheapest option within `tolerance` of the ceiling (the GPU's own speed where the job runs
     one) at the pessimistic end of its range at `confidence`, with the why of every cheaper one.
@@ -117,7 +118,8 @@ def recommend(
     from measured shapes. `job_samples` (e.g. 90 epochs x 1.28 M images) adds the time and cost of
     that job on one GPU. `gpu_memory_needed_gib` (default: the fit's measured GPU memory) excludes
     GPUs it does not fit. `cpu_scale` scales the CPU term for the target's CPU model (see
-    sizer.model.cpu_scale); measured figures, of another CPU model, then do not apply.
+    sizer.model.cpu_scale); measured figures, of another CPU model, then do not apply. `trusted`
+    sets whether the model is trusted (default: its held-out error judges it).
     """
     _check_arguments(tolerance, job_samples)
     check_confidence(confidence)
@@ -130,7 +132,8 @@ def recommend(
     if not rows:
         return answer
     table = disk_classes if disk_classes is not None else load_disk_classes()
-    judge = Judge.of(fit, table, tolerance, confidence, measurements=cpu_scale == 1.0 and not _restated(fit))
+    judge = Judge.of(fit, table, tolerance, confidence, measurements=cpu_scale == 1.0 and not _restated(fit),
+                     trusted=trusted)
     answer.model_trusted = judge.trusted
     if not judge.trusted:
         notes.append(_untrusted_note(fit, tolerance))

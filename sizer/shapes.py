@@ -186,6 +186,12 @@ def check_fits(shape: InstanceShape, threads: int, ram_bytes: int) -> None:
 
 
 # ---------------------------------------------------------------- the plan
+def shape_key(key: str) -> str:
+    """A stored point's key without its pass (`#pN`) or its alone mark (`#alone`, `--parallel`'s
+    interference check): the key of the shape's first pass."""
+    return key.removesuffix("#alone").split("#p")[0]
+
+
 @dataclass(frozen=True)
 class PlannedPoint:
     workload: str

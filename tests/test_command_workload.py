@@ -94,6 +94,7 @@ def test_a_cpu_bound_job_runs_faster_at_two_vcpus_and_gets_the_shape_as_placehol
         counters = point["counters"]
         assert counters["cpu_seconds"] == counters["cgroup_window_cpu_seconds"] > 0
         assert abs(counters["cpu_seconds"] - counters["tree_cpu_seconds"]) <= 0.15 * counters["cpu_seconds"] + 0.05
+        assert counters["cpu_ms_per_sample"] == pytest.approx(1000 * counters["cpu_seconds"] / counters["measured_samples"])
         return point["throughput"]
 
     # Pairs measured seconds apart: a busy host's speed moves by 2x within a minute, so runs of a

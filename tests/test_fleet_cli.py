@@ -118,6 +118,27 @@ def test_each_host_of_a_target_has_its_own_sweep(tmp_path):
         assert {s.host["fleet_node"] for s in sweeps} == {"instance:t,host:one", "instance:t,host:two"}
 
 
+def test_a_whole_node_point_of_a_multi_gpu_node_has_all_its_gpus_and_is_a_real_instance(monkeypatch):
+    from types import SimpleNamespace
+
+    from sizer.diskclasses import load_disk_classes
+    from sizer.fleet import node
+    from sizer.units import GIB
+
+    monkeypatch.setattr(node, "host_gpu_ids", lambda: ["0", "1", "2", "3"])
+    classes = {"train": SimpleNamespace(multi_gpu="data-parallel"), "one-gpu": SimpleNamespace(multi_gpu="")}
+    grid = [PlannedPoint(name, "gpu", InstanceShape(4, 16.0, "local-nvme")) for name in classes]
+    plan = SimpleNamespace(points=list(grid), profile="gpu", config={"disks": ["local-nvme"]}, notes=[],
+                           disk_table=load_disk_classes(), classes=classes, cpus=SimpleNamespace(threads=32),
+                           host_ram=128 * GIB)
+    node.add_whole_node_points(plan)
+    whole = {p.workload: p.shape for p in plan.points[len(grid):]}
+    assert whole == {"train": InstanceShape(32, 128.0, "local-nvme", 4), "one-gpu": InstanceShape(32, 128.0, "local-nvme")}
+    four_gpus = {**host("instance:p4"), "gpus": ["H100"] * 4}
+    assert node.is_whole_node(plan, four_gpus, whole["train"])
+    assert not node.is_whole_node(plan, four_gpus, whole["one-gpu"])
+
+
 # ---------------------------------------------------------------- the report over several hosts
 def test_a_report_over_two_hosts_fits_each_on_its_own_side_by_side(tmp_path):
     from sizer.report import build_context, inputs_from_store

@@ -113,3 +113,17 @@ def test_the_recommendation_scales_multi_gpu_rows_and_says_where_it_extrapolates
     alone = _option(scaled, "g5.xlarge", "local-nvme")
     assert alone.gpu_efficiency == 1.0 and alone.scaling_note == ""
     assert alone.predicted == _option(linear, "g5.xlarge", "local-nvme").predicted
+
+
+def test_multi_gpu_points_join_the_fit_of_their_one_gpu_variant_whatever_other_multi_gpu_points_use():
+    """The one-GPU points all decode on the CPU; a multi-GPU point decoding on the GPU does not
+    relabel the CPU-decoding multi-GPU points away from the one-GPU fit they belong to."""
+    import dataclasses
+
+    from sizer.model.grouping import group_points, multi_gpu_groups
+
+    cpu = [dataclasses.replace(p, decode="cpu") for p in one_gpu_points()]
+    both = [dataclasses.replace(multi(2, 16, 7200.0), decode="cpu"), dataclasses.replace(multi(2, 16, 3000.0), decode="gpu")]
+    groups = multi_gpu_groups(cpu + both)
+    assert list(group_points(cpu + both)) == ["w"]
+    assert [p.decode for p in groups["w"]] == ["cpu"] and [p.decode for p in groups["w[decode=gpu]"]] == ["gpu"]

@@ -178,7 +178,8 @@ def test_each_extra_slot_reads_a_copy_of_its_own_and_slot_zero_the_dataset(tmp_p
     datasets = {"imagenet": Dataset("imagenet", source, {"path": str(source)})}
     assert slot_datasets(datasets, 0, data, notes.append)["imagenet"].path == source
     copy = slot_datasets(datasets, 1, data, notes.append)["imagenet"]
-    assert copy.path == data / "slot-1" / "imagenet" == copy_target(data, "imagenet", 1)
+    assert copy.path == tmp_path / "data.slot-1" / "imagenet" == copy_target(data, "imagenet", 1)
+    assert not copy.path.is_relative_to(data)  # the data folder is the `files` dataset: no copy in it
     original, copied = source / "train" / "a.jpg", copy.path / "train" / "a.jpg"
     assert copied.read_bytes() == original.read_bytes()
     assert os.stat(copied).st_ino != os.stat(original).st_ino  # a file of its own: pages of its own
@@ -190,7 +191,9 @@ def test_each_extra_slot_reads_a_copy_of_its_own_and_slot_zero_the_dataset(tmp_p
 
 
 def test_the_copy_of_files_read_from_the_data_folder_lies_beside_it():
-    assert copy_target(Path("/d/mine"), "files", 2) == Path("/d/mine.slot-2")
+    assert copy_target(Path("/d/mine"), "files", 2) == Path("/d/mine.slot-2/files")
+    for kind in ("files", "imagenet", "ptb"):  # no copy inside the data folder, which `files` reads whole
+        assert not copy_target(Path("/d/mine"), kind, 2).is_relative_to(Path("/d/mine"))
 
 
 def test_copies_that_do_not_fit_the_disk_are_refused():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_sweep import stored
 
 from sizer.limits import list_groups
 
@@ -41,17 +41,6 @@ def processes_of(pid: int) -> list[str]:
         if f"sizer-point-{pid}-" in line or f"sizer-{pid}-" in line:
             out.append(line)
     return out
-
-
-def stored(store: Path) -> list[dict]:
-    conn = sqlite3.connect(store)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute("SELECT id, key, status, started, finished, result FROM points ORDER BY id")]
-    except sqlite3.OperationalError:  # the store is being created right now
-        return []
-    finally:
-        conn.close()
 
 
 def sweep_args(tmp_path: Path, *more: str) -> list[str]:
@@ -125,7 +114,7 @@ def test_two_slots_measure_side_by_side_on_disjoint_cpus_and_store_every_point(c
         assert not any(r["started"] < alone["finished"] and alone["started"] < r["finished"]
                        for k, r in rows.items() if k != f"{key}#alone")
 
-    copy = tmp_path / "data.slot-1"  # slot 1 read a copy of the files, slot 0 the files themselves
+    copy = tmp_path / "data.slot-1" / "files"  # slot 1 read a copy of the files, slot 0 the files themselves
     assert (copy / "part.bin").read_bytes() == (data / "part.bin").read_bytes()
     measured = summary["parallel"]["measured"]
     assert len(measured["checks"]) == 1 and measured["median_difference"] == measured["max_difference"] is not None

@@ -40,7 +40,8 @@ def stored(store: Path) -> list[dict]:
     conn = sqlite3.connect(store)
     conn.row_factory = sqlite3.Row
     try:
-        return [dict(r) for r in conn.execute("SELECT id, sweep_id, key, status, started, finished FROM points ORDER BY id")]
+        rows = conn.execute("SELECT id, sweep_id, key, status, started, finished, result FROM points ORDER BY id")
+        return [dict(r) for r in rows]
     except sqlite3.OperationalError:  # the store is being created right now
         return []
     finally:

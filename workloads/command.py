@@ -436,15 +436,20 @@ def _keyed(text: str) -> dict[str, int]:
 
 def _prefer_cgroup_counters(vcpus: int) -> Callable[[dict], None]:
     """The window's CPU seconds and bytes read by the group's accounting where there is one: the
-    process tree misses what left it (a double fork); the tree's figures stay as tree_*."""
+    process tree misses what left it (a double fork); the tree's figures stay as tree_*. The figures
+    derived from CPU seconds follow them, so a point's CPU cost per sample is the group's too."""
 
     def derive(counters: dict) -> None:
         cpu, read = counters.get("cgroup_window_cpu_seconds"), counters.get("cgroup_window_read_bytes")
         seconds = counters.get("measured_seconds") or 0.0
+        samples = counters.get("measured_samples") or 0
         if cpu is not None:
             counters["tree_cpu_seconds"] = counters.get("cpu_seconds", 0.0)
             counters["cpu_seconds"] = cpu
             counters["cpu_util_per_vcpu"] = cpu / seconds / max(1, vcpus) if seconds > 0 else 0.0
+            if samples > 0 and "cpu_ms_per_sample" in counters:
+                counters["tree_cpu_ms_per_sample"] = counters["cpu_ms_per_sample"]
+                counters["cpu_ms_per_sample"] = 1000.0 * cpu / samples
         if read is not None:
             counters["tree_read_bytes"] = counters.get("read_bytes", 0.0)
             counters["read_bytes"] = read

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from workloads.measure import Meter, bottleneck_label
+from workloads.measure import Meter, add_read_bytes_per_sample, bottleneck_label
 from workloads.protocol import ERROR, NOISY, OK, STATUSES, Result, Spec, Workload
 
 DATA_PARALLEL, STREAMS = "data-parallel", "streams"
@@ -330,7 +330,7 @@ def _sum_counters(out: Result, results: list[Result], spec: Spec) -> None:
         c["cpu_util_per_vcpu"] = cpu / seconds / max(1, spec.vcpus)
     if samples > 0 and isinstance(cpu, (int, float)):
         c["cpu_ms_per_sample"] = 1000.0 * cpu / samples
-        out.extra["read_bytes_per_sample"] = (c.get("read_bytes") or 0.0) / samples
+    add_read_bytes_per_sample(out)
     if c.get("decoded_images"):
         c["decode_cpu_ms_per_image"] = 1000.0 * c["decode_cpu_seconds"] / c["decoded_images"]
     utils = [r.counters["gpu_util_mean_pct"] for r in results if "gpu_util_mean_pct" in r.counters]

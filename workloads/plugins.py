@@ -34,9 +34,11 @@ def _entry_points() -> Iterator[tuple[str, Any]]:
 
     seen = set()
     for dist in metadata.distributions():
-        name = dist.metadata["Name"] or "?"
         for entry in dist.entry_points:
-            if entry.group != GROUP or (name, entry.name) in seen:
+            if entry.group != GROUP:
+                continue
+            name = dist.metadata["Name"] or "?"  # read only for a plugin: reading every package's is slow
+            if (name, entry.name) in seen:
                 continue
             seen.add((name, entry.name))
             yield f"{name} {dist.version}", entry

@@ -462,7 +462,6 @@ def sweep_options(
     """`sizer sweep`'s options checked and gathered into SweepOptions (a SizerError names the first problem)."""
     from sizer.command_job import command_options_problem
     from sizer.sweep import SweepOptions
-    from sizer.sweep.adaptive_run import check_strategy
 
     check_confidence(confidence, "--confidence")
     problem = command_options_problem(command, workloads is not None, name, metric_regex, unit, "--workloads")
@@ -505,9 +504,6 @@ def sweep_options(
         strategy=strategy,
         max_points=max_points,
     )
-    check_strategy(opts.strategy, opts.max_points, opts.passes, opts.refine, opts.gpus, opts.parallel, opts.fleet)
-    if opts.strategy == "adaptive":  # the chooser measures a shape again where it decides, not in passes
-        opts.passes, opts.refine = 1, 0
     if opts.workloads is not None and not opts.workloads:
         raise SizerError("--workloads: empty list")
     if opts.disks is not None and not opts.disks:

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 from sizer.errors import LockHeld, SizerError
 from sizer.fleet.options import FleetOptions
-from sizer.shapes import InstanceShape, PlannedPoint
+from sizer.shapes import InstanceShape, PlannedPoint, host_gpu_ids
 from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan
 from sizer.units import GIB
 from workloads.protocol import Result
@@ -80,15 +80,20 @@ def is_whole_node(plan: SweepPlan, host: dict[str, Any], shape: InstanceShape) -
 
 
 def add_whole_node_points(plan: SweepPlan) -> None:
-    """`--fleet-whole-node`: each workload entry also at the node's whole shape, on the plan's first
-    unthrottled disk class (the node's own disk as it is)."""
+    """`--fleet-whole-node`: each workload entry also at the node's whole shape (its vCPUs, RAM and
+    the GPUs it can use), on the plan's first unthrottled disk class (the node's own disk as it is)."""
     disks = [d for d in plan.config["disks"] if not plan.disk_table[d].throttled]
     if not disks:
         plan.notes.append("--fleet-whole-node: --disks has no unthrottled class, so no whole-node point")
         return
-    shape = InstanceShape(plan.cpus.threads, whole_node_ram_gib(plan.host_ram), disks[0])
+    ram_gib = whole_node_ram_gib(plan.host_ram)
+    # On the other profiles a shape's GPUs are CPU processes (a test mode), not the node's GPUs.
+    gpus = max(1, len(host_gpu_ids())) if plan.profile == "gpu" else 1
     keys = {p.key for p in plan.points}
     for point in [p for p in plan.points if not p.ceiling and p.pass_no == 1]:
+        cls = plan.classes.get(point.workload)
+        # A one-GPU workload cannot take more than one (workloads.distributed refuses it).
+        shape = InstanceShape(plan.cpus.threads, ram_gib, disks[0], gpus if cls is not None and cls.multi_gpu else 1)
         whole = PlannedPoint(point.workload, point.profile, shape, dict(point.config))
         if whole.key not in keys:
             plan.points.append(whole)

@@ -23,8 +23,8 @@ from sizer.fleet.node import NodeOutcome, NodePlan
 from sizer.fleet.options import FleetOptions
 from sizer.fleet.record import FleetRecord, target_identity
 from sizer.shapes import PlannedPoint
-from sizer.sweep.outputs import count_statuses, point_summary, stored_point_summary
-from sizer.sweep.plan import DEFAULT_OUT, STORE_NAME, SweepOptions
+from sizer.sweep.outputs import count_statuses, point_summary, stored_point_summary, write_sweep_outputs
+from sizer.sweep.plan import DEFAULT_OUT, STORE_NAME, SweepOptions, check_target_gpu
 from sizer.sweep.progress import SweepProgress, format_duration
 from sizer.sweep.signals import check_stop, stop_on_signals
 
@@ -43,6 +43,9 @@ class _Task:
 
 
 def _check_options(opts: SweepOptions) -> None:
+    from sizer.sweep.adaptive_run import check_strategy
+
+    check_strategy(opts.strategy, opts.max_points, opts.passes, opts.refine, opts.gpus, opts.parallel, opts.fleet)
     if opts.refine:
         raise SizerError("--refine is not available with --ray: a fleet measures each target's grid as planned")
     if opts.parallel is not None and opts.parallel > 1:
@@ -51,17 +54,14 @@ def _check_options(opts: SweepOptions) -> None:
         raise SizerError("--max-time is not available with --ray: stop the fleet sweep with Ctrl-C, --resume goes on")
 
 
-def _check_report_inputs(opts: SweepOptions) -> None:
-    """What the driver's report reads, checked before any work: its disk-class file, its catalogs
-    and a --gpu one of their rows has (a node never reads them)."""
-    from sizer.catalog import load_catalog, normalize_gpu
+def _check_report_inputs(opts: SweepOptions) -> dict[str, Any]:
+    """What the driver's report reads, checked before any work: its disk-class file (its table is
+    returned), its catalogs and a --gpu one of their rows has (a node never reads them)."""
     from sizer.diskclasses import load_disk_classes
 
-    load_disk_classes(opts.disk_classes_file)
-    if opts.gpu or opts.catalog_files:
-        known = sorted({normalize_gpu(row.gpu) for row in load_catalog(tuple(opts.catalog_files))})
-        if opts.gpu and normalize_gpu(opts.gpu) not in known:
-            raise SizerError(f"--gpu {opts.gpu!r}: no catalog row has this GPU (known: {', '.join(known)})")
+    disk_table = load_disk_classes(opts.disk_classes_file)
+    check_target_gpu(opts)
+    return disk_table
 
 
 def node_options(opts: SweepOptions) -> SweepOptions:
@@ -99,8 +99,11 @@ def plan_targets(opts: SweepOptions, fleet: FleetOptions, targets: tuple[str, ..
                 if error is not None:
                     raise SizerError(f"{target}: {error}")
                 plans[target] = plan
-            missing = sorted(t for t in refs.values() if t not in cluster.offered_targets())
-            if missing and time.monotonic() > deadline:
+            if not refs or time.monotonic() <= deadline:
+                continue
+            offered = cluster.offered_targets()  # a ray.nodes() call: once per poll, past the deadline only
+            missing = sorted(t for t in refs.values() if t not in offered)
+            if missing:
                 raise SizerError(f"no node offers {', '.join(missing)} with a sizer-slot (waited "
                                  f"{format_duration(fleet.node_wait_s)}): start one (docs/fleet.md), or leave the "
                                  "target out of --fleet-targets")
@@ -131,7 +134,7 @@ def run_fleet(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
     as it comes back, write the report; returns the summary (JSON-friendly)."""
     fleet: FleetOptions = opts.fleet
     _check_options(opts)
-    _check_report_inputs(opts)
+    disk_table = _check_report_inputs(opts)
     cluster.connect(fleet.address)
     try:
         with stop_on_signals():
@@ -142,7 +145,7 @@ def run_fleet(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
             from sizer.store import Store
 
             with Store(store_path(opts)) as store:
-                return _FleetRun(opts, fleet, plans, store, on_point).run(progress)
+                return _FleetRun(opts, fleet, plans, store, on_point, disk_table).run(progress)
     finally:
         cluster.disconnect()
 
@@ -151,8 +154,9 @@ class _FleetRun:
     """One run of a fleet sweep: its tasks in flight, its record in the store, its summary."""
 
     def __init__(self, opts: SweepOptions, fleet: FleetOptions, plans: dict[str, NodePlan], store: Any,
-                 on_point: OnPoint | None):
+                 on_point: OnPoint | None, disk_table: dict[str, Any] | None = None):
         self.opts, self.fleet, self.plans, self.store, self.on_point = opts, fleet, plans, store, on_point
+        self.disk_table = disk_table  # the report's, read by the driver (a node never reads it)
         self.node_opts = node_options(opts)
         identities = {t: target_identity(p.config, list(plans), t, fleet.whole_node) for t, p in plans.items()}
         self.record = FleetRecord(store, opts.command, identities)
@@ -179,7 +183,8 @@ class _FleetRun:
         total = sum(len(p.points) for p in self.plans.values())
         estimates = [s for p in self.plans.values() for s in p.estimate_s.values()]
         with SweepProgress(total, statistics.mean(estimates) if estimates else 0.0, enabled=progress) as self.bar:
-            self.bar.slots = max(1, sum(cluster.offered_targets().get(t, 0) for t in self.plans))
+            offered = cluster.offered_targets()  # a ray.nodes() call: once, not once per target
+            self.bar.slots = max(1, sum(offered.get(t, 0) for t in self.plans))
             self._submit_points()
             try:
                 self._collect()
@@ -308,7 +313,8 @@ class _FleetRun:
             "targets": {t: self._target_summary(t, p) for t, p in self.plans.items()},
         }
         self.summary["skipped"] = sum(1 for row in self.summary["points"] if row.get("stored"))
-        files, not_sized = write_fleet_outputs(self.store, self.record.sweep_ids(), self.opts)
+        files, not_sized = (write_sweep_outputs(self.store, self.record.sweep_ids(), self.opts, self.disk_table)
+                            if self.opts.report else ({}, None))
         self.summary["outputs"] = files
         if not_sized and not lost:
             self.summary["not_sized"] = not_sized
@@ -319,23 +325,3 @@ class _FleetRun:
         return {"planned_on": plan.host.get("hostname"), "node": plan.host.get("fleet_node"),
                 "points": len(plan.points), "stored": len(self.record.done[target]),
                 "lost": sorted(self.record.lost[target]), "hosts": sorted(h for h in hosts if h)}
-
-
-def write_fleet_outputs(store: Any, sweep_ids: list[int], opts: SweepOptions) -> tuple[dict[str, str], str | None]:
-    """report.html, results.json and points.csv over the run's sweeps (a section per host where they
-    are several); their paths, and why no workload could be sized (None when one could)."""
-    if opts.out_dir is None or not opts.report or not sweep_ids:
-        return {}, None
-    from sizer.diskclasses import load_disk_classes
-    from sizer.report import build_context, write_context
-    from sizer.report.context import nothing_sized
-    from sizer.report.load import inputs_from_sweeps
-
-    inputs = inputs_from_sweeps(store, sweep_ids)
-    if not inputs["points"]:
-        return {}, None
-    context = build_context(inputs["points"], sweeps=inputs["sweeps"], gpu=opts.gpu, command=opts.command,
-                            enforcement=inputs["enforcement"], catalog_files=opts.catalog_files,
-                            disk_classes=load_disk_classes(opts.disk_classes_file), confidence=opts.confidence)
-    paths = write_context(context, inputs["points"], opts.out_dir)
-    return {name: str(path) for name, path in paths.items()}, nothing_sized(context)

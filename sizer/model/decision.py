@@ -103,11 +103,12 @@ class Judge:
 
     @classmethod
     def of(cls, fit: WorkloadFit, table: dict[str, Any], tolerance: float, confidence: float,
-           measurements: bool = True) -> Judge:
+           measurements: bool = True, trusted: bool | None = None) -> Judge:
+        """`trusted` None: whether the fit's held-out error trusts the model."""
         draws = fit_draws(fit)
         caps = {s.disk_class: disk_caps(fit, table, s.disk_class) for s in draws.shapes}
-        return cls(fit, table, draws, caps, model_trusted(fit.loo_max_ape, tolerance), tolerance, confidence,
-                   measurements)
+        trusted = model_trusted(fit.loo_max_ape, tolerance) if trusted is None else trusted
+        return cls(fit, table, draws, caps, trusted, tolerance, confidence, measurements)
 
     def figure(self, predicted: Prediction, vcpus: float, ram_gib: float, disk_class: str, gpus: int) -> ShapeFigure:
         """The decision's figure for an instance shape (one GPU's share of `gpus`) the model predicts as `predicted`."""

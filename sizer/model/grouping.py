@@ -10,20 +10,25 @@ from sizer.variants import SYNTHETIC_INPUT, Variant
 VARIANT_SETTINGS = ("profile", "decode", "input")
 
 
-def variant_labels(points: list[Point]) -> dict[int, str]:
+def variant_labels(points: list[Point], basis: list[Point] | None = None) -> dict[int, str]:
     """The fitted group's label of each point (keyed by `id`): its workload's name, with the
-    settings of `VARIANT_SETTINGS` in which that workload's real-input points differ
-    (`resnet50-train[decode=gpu]`). A synthetic-input point carries the plain workload name."""
-    by_workload: dict[str, list[Point]] = {}
-    for p in points:
-        by_workload.setdefault(p.workload, []).append(p)
+    settings of `VARIANT_SETTINGS` in which that workload's real-input points of `basis` (default:
+    `points`) differ (`resnet50-train[decode=gpu]`), and any setting whose value no basis point of the
+    workload has. A synthetic-input point carries the plain workload name."""
+    basis = points if basis is None else basis
+    seen: dict[str, dict[str, set[str]]] = {}
+    for p in basis:
+        if p.input != SYNTHETIC_INPUT:
+            values = seen.setdefault(p.workload, {attr: set() for attr in VARIANT_SETTINGS})
+            for attr in VARIANT_SETTINGS:
+                values[attr].add(getattr(p, attr) or "")
     labels: dict[int, str] = {}
-    for workload, pts in by_workload.items():
-        real = [p for p in pts if p.input != SYNTHETIC_INPUT]
-        differing = [attr for attr in VARIANT_SETTINGS if len({getattr(p, attr) or "" for p in real}) > 1]
-        for p in pts:
-            settings = {} if p.input == SYNTHETIC_INPUT else {attr: getattr(p, attr) or "" for attr in differing}
-            labels[id(p)] = Variant.of(workload, settings).label
+    for p in points:
+        values = seen.get(p.workload, {attr: set() for attr in VARIANT_SETTINGS})
+        own = {attr: getattr(p, attr) or "" for attr in VARIANT_SETTINGS}
+        settings = {} if p.input == SYNTHETIC_INPUT else {
+            attr: own[attr] for attr in VARIANT_SETTINGS if len(values[attr]) > 1 or own[attr] not in values[attr]}
+        labels[id(p)] = Variant.of(p.workload, settings).label
     return labels
 
 
@@ -56,7 +61,7 @@ def multi_gpu_groups(points: list[Point]) -> dict[str, list[Point]]:
     """The real-input points of more than one GPU per workload variant, labelled as `group_points`
     labels that variant's one-GPU points (a multi-GPU point whose settings no one-GPU point shares
     gets a label of its own, which no fit has)."""
-    labels = variant_labels(points)
+    labels = variant_labels(points, basis=[p for p in points if p.gpus == 1])
     groups: dict[str, list[Point]] = {}
     for p in points:
         if p.gpus > 1 and p.input != SYNTHETIC_INPUT:

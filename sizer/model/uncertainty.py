@@ -211,7 +211,7 @@ def knee_range(fit: WorkloadFit, draws: FitDraws, tolerance: float, confidence: 
     for v in range(1, max_vcpus + 1):
         predicted = fit.predict(v, ram_gib, disk_mbps)
         error = vcpu_band(fit, v, confidence, cpu=True)
-        up, down = _with_error(optimistic, pessimistic, error)
+        down, up = widen(1.0, pessimistic, optimistic, error, error)  # factors moved by the error, in quadrature
         if low is None and _meets_at(fit, draws, predicted, max(up, down), tolerance):
             low = v
         if high is None and _meets_at(fit, draws, predicted, min(up, down), tolerance):
@@ -219,15 +219,6 @@ def knee_range(fit: WorkloadFit, draws: FitDraws, tolerance: float, confidence: 
         if low is not None and high is not None:
             break
     return KneeRange(low, high, optimistic, pessimistic, error)
-
-
-def _with_error(optimistic: float, pessimistic: float, error: float) -> tuple[float, float]:
-    """The two ends' factors moved away from 1 by the model's `error`, in quadrature (an error above 0
-    comes only at a confidence above 0.5, where the optimistic factor is the larger)."""
-    if error <= 0:
-        return optimistic, pessimistic
-    up = optimistic if math.isinf(optimistic) else 1 + math.hypot(max(optimistic - 1, 0.0), error)
-    return up, max(1 - math.hypot(max(1 - pessimistic, 0.0), error), 0.0)
 
 
 def _meets_at(fit: WorkloadFit, draws: FitDraws, predicted: Prediction, factor: float, tolerance: float) -> bool:

@@ -213,7 +213,7 @@ def _check_options(tolerance: float, dataset_gib: float | None) -> None:
         raise SizerError(f"--dataset-gib must be > 0, got {dataset_gib:g}")
 
 
-def _target_gpu(gpu: str | None, host_gpus: list[str]) -> tuple[str, str]:
+def target_gpu(gpu: str | None, host_gpus: list[str]) -> tuple[str, str]:
     """The GPU to size for and where that choice came from: --gpu, else the GPU measured most, else the default."""
     from sizer.catalog import normalize_gpu
 
@@ -224,7 +224,7 @@ def _target_gpu(gpu: str | None, host_gpus: list[str]) -> tuple[str, str]:
     return DEFAULT_TARGET_GPU, "default (the measured host has no GPU)"
 
 
-def _target_catalog(target: str, gpu: str | None, catalog_files: Sequence[str | Path]) -> list[Any]:
+def target_catalog(target: str, gpu: str | None, catalog_files: Sequence[str | Path]) -> list[Any]:
     """The catalog rows of the target GPU; an explicit --gpu no row has is an error."""
     from sizer.catalog import load_catalog, normalize_gpu
 
@@ -306,8 +306,8 @@ def build_context(
 
     hosts = _hosts(sweeps)
     host_gpus = [g for h in hosts for g in h["gpus"]] + [p.gpu_model for p in points if p.gpu_model]
-    target, target_source = _target_gpu(gpu, host_gpus)
-    catalog = _target_catalog(target, gpu, catalog_files)
+    target, target_source = target_gpu(gpu, host_gpus)
+    catalog = target_catalog(target, gpu, catalog_files)
     terms = SizingTerms(catalog, target, tolerance, disk_classes, dataset_gib, job_samples, cpu_cost, confidence,
                         sweep_host_speeds(sweeps))
     workloads = _workloads_per_host(measured, points, hosts, sweeps, terms)

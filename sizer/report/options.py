@@ -92,13 +92,13 @@ def recommend_options(fit: Any, catalog: Any, target: str, *, tolerance: float, 
                       ) -> tuple[dict[str, Any] | None, str | None, list[dict[str, Any]]]:
     """The recommendation, why there is none (or None), and every option considered, cheapest first.
     A catalog that cannot be sized (a SizerError) leaves no recommendation, its message the reason."""
+    from sizer.model.tolerance import DEFAULT_CONFIDENCE
     from sizer.recommend import recommend
 
     recommendation, why_none = None, None
     try:
-        extra = {} if confidence is None else {"confidence": confidence}
         rec = recommend(fit, catalog, target, tolerance=tolerance, disk_classes=disk_classes, job_samples=job_samples,
-                        **extra)
+                        confidence=DEFAULT_CONFIDENCE if confidence is None else confidence)
         recommendation = recommendation_summary(rec)
         if rec.chosen is None:
             why_none = rec.reason

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -45,7 +46,7 @@ from sizer.catalog import InstanceType
 from sizer.confidence import DEFAULT_CONFIDENCE
 from sizer.diskclasses import DiskClass
 from sizer.points import Point
-from sizer.shapes import InstanceShape, PlannedPoint
+from sizer.shapes import InstanceShape, PlannedPoint, shape_key
 
 MIN_SPARE_SHAPES = 2  # real shapes beyond the fit's free parameters before the answer can settle
 # Held-out shapes that settle a pick resting on trust in the model: on shared GPU hosts the largest
@@ -207,7 +208,7 @@ class AdaptiveChooser:
     def step(self, measured: Sequence[tuple[str, Point]]) -> Step:
         """The next point to measure given the entry's stored (key, point) pairs in the order they
         were measured, or the reason to stop."""
-        counts = _counts(measured)
+        counts = shape_counts(measured)
         if self.terms.max_points is not None and len(measured) >= self.terms.max_points:
             return Step(None, f"{len(measured)} points measured, the most allowed", self._answer(measured), STOP_MAX_POINTS)
         for point in self.start():
@@ -249,20 +250,15 @@ class AdaptiveChooser:
         itself judged again, so what it computed once per fit is not computed again."""
         from sizer.model.tolerance import model_trusted
 
-        kept = fit.loo_max_ape
-        fit.loo_max_ape = math.inf if model_trusted(kept, self.terms.tolerance) else 0.0
-        try:
-            chosen = self._recommend(fit).chosen
-        finally:
-            fit.loo_max_ape = kept
+        chosen = self._recommend(fit, trusted=not model_trusted(fit.loo_max_ape, self.terms.tolerance)).chosen
         return (None, None) if chosen is None else (_instance_name(chosen), chosen.disk_class)
 
-    def _recommend(self, fit: Any) -> Any:
+    def _recommend(self, fit: Any, trusted: bool | None = None) -> Any:
         from sizer.recommend import recommend
 
         terms = self.terms
         return recommend(fit, list(terms.catalog), terms.gpu, tolerance=terms.tolerance, disk_classes=terms.disk_classes,
-                         confidence=terms.confidence)
+                         confidence=terms.confidence, trusted=trusted)
 
     def _settled(self, measured: Sequence[tuple[str, Point]], fitted: _Fitted, counts: dict[str, int]) -> str:
         """Why the answer is settled (see the module), or "" where it is not."""
@@ -436,13 +432,9 @@ def _ceiling_bounds(real: Sequence[PlannedPoint]) -> bool:
     return not any(str(p.config.get("decode", "")) == "gpu" for p in real)
 
 
-def _counts(measured: Sequence[tuple[str, Point]]) -> dict[str, int]:
+def shape_counts(measured: Sequence[tuple[str, Any]]) -> dict[str, int]:
     """Measurements per shape, by the key of the shape's first pass."""
-    out: dict[str, int] = {}
-    for key, _ in measured:
-        base = key.split("#p")[0]
-        out[base] = out.get(base, 0) + 1
-    return out
+    return dict(Counter(shape_key(key) for key, _ in measured))
 
 
 def _next_pass(point: PlannedPoint, counts: dict[str, int]) -> PlannedPoint:

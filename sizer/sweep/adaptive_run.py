@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sizer.errors import SizerError
-from sizer.shapes import PlannedPoint
-from sizer.sweep.adaptive import STOP_TIME, AdaptiveChooser, AdaptiveTerms, Step
+from sizer.shapes import PlannedPoint, shape_key
+from sizer.sweep.adaptive import STOP_TIME, AdaptiveChooser, AdaptiveTerms, Step, shape_counts
 
 STRATEGIES = ("grid", "adaptive")
 RECORD_KEY = "adaptive"  # the key of the adaptive record in the sweep's calibration record
@@ -74,15 +74,13 @@ def plan_entries(points: list[PlannedPoint]) -> list[Entry]:
 def adaptive_terms(sweep: Any) -> AdaptiveTerms:
     """The target GPU (`--gpu`, else the host's, else the report's default) and its catalog rows, as
     the sweep's report will judge them."""
-    from sizer.catalog import load_catalog, normalize_gpu
-    from sizer.report.context import DEFAULT_TARGET_GPU
+    from sizer.report.context import target_catalog, target_gpu
     from sizer.report.load import host_gpu_names
 
     opts = sweep.opts
     host = sweep.store.sweep_host(sweep.sweep_id)
-    names = host_gpu_names(host[1] if host else None)
-    target = normalize_gpu(opts.gpu or (names[0] if names else DEFAULT_TARGET_GPU))
-    catalog = tuple(load_catalog(user_files=tuple(opts.catalog_files), builtin=True, gpu=target))
+    target, _ = target_gpu(opts.gpu, host_gpu_names(host[1] if host else None))
+    catalog = tuple(target_catalog(target, opts.gpu, opts.catalog_files))
     return AdaptiveTerms(catalog, target, sweep.plan.disk_table, confidence=opts.confidence,
                          max_points=opts.max_points)
 
@@ -92,7 +90,7 @@ def stored_pairs(sweep: Any, entry: Entry) -> list[tuple[str, Any]]:
     bases = {c.key for c in entry.candidates}
     rows = list(sweep.store.point_rows(sweep.sweep_id))
     points = sweep.store.points(sweep.sweep_id)
-    return [(row["key"], point) for row, point in zip(rows, points) if row["key"].split("#p")[0] in bases]
+    return [(row["key"], point) for row, point in zip(rows, points) if shape_key(row["key"]) in bases]
 
 
 def measure_adaptively(sweep: Any) -> None:
@@ -134,10 +132,7 @@ def _run_entry(sweep: Any, entry: Entry, chooser: AdaptiveChooser) -> Step:
 def entry_record(entry: Entry, measured: list[tuple[str, Any]], step: Step) -> dict[str, Any]:
     """What the report shows of an entry measured adaptively: the shapes measured (with how many
     measurements each) and predicted, the grid's size, and why the sweep stopped."""
-    counts: dict[str, int] = {}
-    for key, _ in measured:
-        base = key.split("#p")[0]
-        counts[base] = counts.get(base, 0) + 1
+    counts = shape_counts(measured)
     shapes = {c.key: c for c in entry.candidates}
     return {
         "workload": entry.workload,

@@ -71,13 +71,15 @@ def measure_point(
         seed=0,
         time_budget_s=float(time_budget_s or plan.time_budget_s),
     )
+    # On cpu-small the "GPUs" are CPU processes (a test mode of the multi-GPU code): no GPU to name.
+    used_gpus = point_gpus(point, gpus) if plan.profile == "gpu" else None
     try:
         group = plan.backend.create(request)
     except OSError as exc:
         raise SizerError(f"cannot create the limit group for {point.label()}: {exc}") from None
     with group:
         run = run_point(spec, group, interpreter=cls.interpreter, unit=cls.unit, framework=cls.framework,
-                        should_stop=STOP.is_set, env=_gpu_env(plan, point, gpus))
+                        should_stop=STOP.is_set, env=None if used_gpus is None else gpu_env(used_gpus))
     result = run.result
     if not result.config:
         # A worker killed before it answered (oom, timeout) reports no settings: the planned ones
@@ -85,8 +87,8 @@ def measure_point(
         result.config = {**cls.defaults.get(point.profile, {}), **point.config}
     result.extra.setdefault("shape", point.shape.as_dict())
     result.extra["cpus"] = list(request.cpus)
-    if plan.profile == "gpu":
-        result.extra["gpu_indices"] = list(point_gpus(point, gpus))
+    if used_gpus is not None:
+        result.extra["gpu_indices"] = list(used_gpus)
     if point.pass_no > 1:
         result.extra["pass"] = point.pass_no
     if dataset is not None:
@@ -104,12 +106,6 @@ def _mark_disk_bound(plan: SweepPlan, point: PlannedPoint, result: Result) -> No
     if (disk.read_bps and seconds and result.status in USABLE_STATUSES
             and read_bytes / seconds >= DISK_BOUND_SHARE * disk.read_bps):
         result.bottleneck = "disk"
-
-
-def _gpu_env(plan: SweepPlan, point: PlannedPoint, gpus: tuple[int, ...] | None) -> dict[str, str] | None:
-    """The point's GPUs in its worker's environment; none on the cpu-small profile, whose "GPUs"
-    are CPU processes (a test mode of the multi-GPU code)."""
-    return gpu_env(point_gpus(point, gpus)) if plan.profile == "gpu" else None
 
 
 def point_gpus(point: PlannedPoint, gpus: tuple[int, ...] | None) -> tuple[int, ...]:

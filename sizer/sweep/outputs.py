@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections import Counter
-from typing import Any
+from typing import Any, Sequence
 
 from sizer.shapes import PlannedPoint
 from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan
@@ -119,18 +119,20 @@ def dry_run_summary(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any]:
     }
 
 
-def write_sweep_outputs(store: Any, sweep_id: int, opts: SweepOptions, disk_table: dict[str, Any] | None = None
-                        ) -> tuple[dict[str, str], str | None]:
-    """report.html, results.json and points.csv of this sweep, where the report module exists;
-    with their paths, why no workload could be sized (None when one could, or when nothing was written)."""
+def write_sweep_outputs(store: Any, sweep_ids: int | Sequence[int], opts: SweepOptions,
+                        disk_table: dict[str, Any] | None = None) -> tuple[dict[str, str], str | None]:
+    """report.html, results.json and points.csv of a sweep, or of several (a fleet run's: a section
+    per host where they are several), where the report module exists; with their paths, why no
+    workload could be sized (None when one could, or when nothing was written)."""
     if opts.out_dir is None:
         return {}, None
     try:
-        from sizer.report import build_context, inputs_from_store, write_context
+        from sizer.report import build_context, write_context
         from sizer.report.context import nothing_sized
+        from sizer.report.load import inputs_from_sweeps
     except ImportError:
         return {}, None
-    inputs = inputs_from_store(store, sweep_id)
+    inputs = inputs_from_sweeps(store, [sweep_ids] if isinstance(sweep_ids, int) else sweep_ids)
     if not inputs["points"]:
         return {}, None
     context = build_context(inputs["points"], sweeps=inputs["sweeps"], gpu=opts.gpu, command=opts.command,

@@ -4,8 +4,8 @@ A slot (`sizer.sweep.placement`) is one GPU with cores no other slot has. A poin
 vCPUs from those cores, its own limit group (memory limit, disk throttle) and its own copy of the
 dataset: the page cache is charged to the group that first reads a page, so points reading one copy
 would serve each other from cache, and evicting one point's dataset would make another's cold.
-Slot 0 reads the dataset itself, slot i a copy (`copy_target`). A point of several GPUs runs with
-nothing beside it, as do the calibration and the host's speed entries.
+Slot 0 reads the dataset itself, slot i a copy beside the data folder (`copy_target`). A point of
+several GPUs runs with nothing beside it, as do the calibration and the host's speed entries.
 
 Worker threads measure; the main thread alone writes to the store, committing each point as it
 ends. Ctrl-C or SIGTERM end every point in flight (each removes its group); committed points stay.
@@ -31,7 +31,7 @@ from sizer.limits import block_device_for
 from sizer.points import USABLE_STATUSES
 from sizer.runner import PointRun
 from sizer.shapes import HostCpus, PlannedPoint
-from sizer.sweep.data import GENERATED_DATASETS, Dataset, dataset_bytes_estimate, dataset_dir, prepare_datasets
+from sizer.sweep.data import Dataset, dataset_bytes_estimate, dataset_dir, prepare_datasets
 from sizer.sweep.outputs import about_minutes
 from sizer.sweep.placement import Slot, check_slots_fit, plan_slots, read_topology
 from sizer.sweep.plan import SweepOptions, SweepPlan
@@ -144,7 +144,7 @@ def plan_parallel(plan: SweepPlan, opts: SweepOptions) -> ParallelSetup | None:
 def _fitting_default(plan: SweepPlan, one_gpu: list[PlannedPoint]) -> int:
     """Without --parallel: the most slots, up to `default_parallel`, whose CPUs, RAM and disk hold
     the plan's one-GPU shapes and the dataset copies; 1 where none beyond one does."""
-    if not one_gpu:
+    if DEFAULT_PARALLEL <= 1 or not one_gpu:  # serial by default: no NVML or sysfs reads for nothing
         return 1
     topology = read_topology(plan.cpus)
     for count in range(default_parallel(len(topology.gpus)), 1, -1):
@@ -180,12 +180,10 @@ def choose_checks(points: list[PlannedPoint], wanted: int) -> list[str]:
 
 # ---------------------------------------------------------------- dataset copies
 def copy_target(data_dir: Path, kind: str, slot: int) -> Path:
-    """Where slot `slot` (1 or more) reads its copy: data_dir/slot-i/<kind> for a dataset sizer
-    generates; beside the data folder (<data>.slot-i) for files a workload reads from the data
-    folder itself, which must not hold its own copies."""
-    if kind in GENERATED_DATASETS:
-        return data_dir / f"slot-{slot}" / kind
-    return data_dir.with_name(f"{data_dir.name}.slot-{slot}")
+    """Where slot `slot` (1 or more) reads its copy of `kind`: <data>.slot-i/<kind>, beside the
+    data folder, never in it: the `files` dataset is the data folder itself, so a copy inside would
+    be read by slot 0 and copied into every other slot's `files` copy."""
+    return data_dir.with_name(f"{data_dir.name}.slot-{slot}") / kind
 
 
 def _marker(target: Path) -> Path:
@@ -198,9 +196,12 @@ def fingerprint(folder: Path) -> dict[str, int]:
     return {"files": len(files), "bytes": sum(f.stat().st_size for f in files)}
 
 
-def copy_is_current(source: Path, target: Path) -> bool:
+def copy_is_current(source: Path, target: Path, prints: dict[str, int] | None = None) -> bool:
+    """Whether `target` is a current copy of `source` (`prints`: its fingerprint, if taken already)."""
     try:
-        return target.is_dir() and json.loads(_marker(target).read_text()) == fingerprint(source)
+        if not target.is_dir():
+            return False
+        return json.loads(_marker(target).read_text()) == (fingerprint(source) if prints is None else prints)
     except (OSError, ValueError):
         return False
 
@@ -211,11 +212,12 @@ def plan_copies(plan: SweepPlan, slots: list[Slot]) -> list[DatasetCopy]:
     copies = []
     for kind in plan.datasets:
         source = dataset_dir(plan.data_dir, kind)
-        exists = source.is_dir() and any(cache.dataset_files(source))
-        size = cache.total_bytes(source) if exists else dataset_bytes_estimate(kind, plan.profile)
+        prints = fingerprint(source) if source.is_dir() else {"files": 0, "bytes": 0}  # one walk per dataset
+        exists = prints["files"] > 0
+        size = prints["bytes"] if exists else dataset_bytes_estimate(kind, plan.profile)
         for slot in slots[1:]:
             target = copy_target(plan.data_dir, kind, slot.index)
-            current = exists and copy_is_current(source, target)
+            current = exists and copy_is_current(source, target, prints)
             copies.append(DatasetCopy(kind, slot.index, source, target, 0 if current else size))
     return copies
 
@@ -243,17 +245,20 @@ def _check_copy_space(plan: SweepPlan, copies: list[DatasetCopy], count: int) ->
         raise SizerError(f"--parallel {count}: the slots' dataset copies cannot be written under {anchor}")
     if plan.device is not None and block_device_for(anchor) != plan.device:
         raise SizerError(f"--parallel {count}: the slots' dataset copies would lie under {anchor}, on another "
-                         f"disk than the data ({plan.data_dir}), so its disk class would not hold for them")
+                         f"disk than the data ({plan.data_dir}), so its disk class would not hold for them; give "
+                         f"--data a folder inside that disk (e.g. {plan.data_dir / 'sizer-data'}): copies lie beside it")
     problem = copy_space_problem(sum(c.missing_bytes for c in copies), shutil.disk_usage(anchor).free, count, plan.data_dir)
     if problem:
         raise SizerError(problem)
 
 
-def ensure_copy(source: Path, target: Path) -> bool:
+def ensure_copy(source: Path, target: Path, prints: dict[str, int] | None = None) -> bool:
     """Make `target` a copy of `source` (new files, so pages of their own), unless a current one is
     there; whether it copied now. Copied beside the target, then moved in: a copy cut short is never
-    taken for a whole one."""
-    if copy_is_current(source, target):
+    taken for a whole one. `prints`: the source's fingerprint, if taken already."""
+    if prints is None:
+        prints = fingerprint(source)
+    if copy_is_current(source, target, prints):
         return False
     marker = _marker(target)
     marker.unlink(missing_ok=True)
@@ -263,7 +268,7 @@ def ensure_copy(source: Path, target: Path) -> bool:
     partial.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(source, partial, copy_function=shutil.copyfile)
     os.replace(partial, target)
-    marker.write_text(json.dumps(fingerprint(source)))
+    marker.write_text(json.dumps(prints))  # taken before copying: a source changed meanwhile is copied again
     cache.evict(target)  # the copy's pages go from the host's cache: each point evicts its copy anyway
     return True
 
@@ -275,9 +280,10 @@ def slot_datasets(datasets: dict[str, Dataset], slot: int, data_dir: Path, note:
     out = {}
     for kind, dataset in datasets.items():
         target = copy_target(data_dir, kind, slot)
-        if not copy_is_current(dataset.path, target):
+        prints = fingerprint(dataset.path)
+        if not copy_is_current(dataset.path, target, prints):
             note(f"slot {slot}: copying the {kind} dataset ({format_bytes(dataset.nbytes)}) to {target}")
-            ensure_copy(dataset.path, target)
+            ensure_copy(dataset.path, target, prints)
         out[kind] = Dataset(kind, target, {**dataset.info, "path": str(target)})
     return out
 

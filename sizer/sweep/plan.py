@@ -318,7 +318,7 @@ def _time_budget(opts: SweepOptions, profile: str) -> float:
     return budget
 
 
-def _check_target_gpu(opts: SweepOptions) -> None:
+def check_target_gpu(opts: SweepOptions) -> None:
     """The report's catalogs read, and `--gpu` names a GPU that one of their rows has: a sweep that
     measured everything must not fail at its report."""
     from sizer.catalog import load_catalog, normalize_gpu
@@ -392,12 +392,15 @@ def _plan_identity(
 
 def plan_sweep(opts: SweepOptions) -> SweepPlan:
     """Everything checked, nothing run: the points, the host's CPUs and the limit backend."""
+    from sizer.sweep.adaptive_run import check_strategy
+
+    check_strategy(opts.strategy, opts.max_points, opts.passes, opts.refine, opts.gpus, opts.parallel, opts.fleet)
     profile = resolve_profile(opts.profile)
     entries = list(dict.fromkeys(e.strip() for e in (opts.workloads or defaults.default_workloads(profile))))
     parsed = [parse_workload_entry(e) for e in entries]
     classes = _checked_classes(parsed, profile, opts.config)
     disks, disk_table = _checked_disks(opts, profile)
-    _check_target_gpu(opts)
+    check_target_gpu(opts)
     cpus, host_ram = host_cpus(), host_ram_bytes()
     datasets = sorted({cls.dataset for cls in classes.values() if cls.dataset})
     vcpus = _vcpu_levels(opts, profile, cpus)
@@ -410,7 +413,9 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     backend, notes = _limit_backend(opts.limits)
     budget = _time_budget(opts, profile)
     vm = hypervisor() if profile == "gpu" and opts.passes is None else None  # only a GPU host's passes follow it
-    chosen = defaults.choose_passes(opts.passes, opts.refine, profile, vm)
+    # An adaptive sweep measures a shape again where that decides the answer, not in passes.
+    chosen = (defaults.Passes(1, 0) if opts.strategy == "adaptive"
+              else defaults.choose_passes(opts.passes, opts.refine, profile, vm))
     _check_refine(chosen)
 
     pairs = [(n, classes[n].dataset, getattr(classes[n], "inputs", None), variant) for n, variant in parsed]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sizer.shapes import PlannedPoint
+from sizer.shapes import PlannedPoint, shape_key
 from sizer.sweep.plan import SweepPlan
 from workloads.protocol import Result
 
@@ -32,7 +32,7 @@ def refine_points(plan: SweepPlan, results: list[tuple[Any, Result]]) -> list[tu
     first_pass = {p.key: p for p in plan.points if p.pass_no == 1 and not p.ceiling}
     chosen = []
     for point, error in worst_predicted(measured, plan.disk_table, plan.refine):
-        planned = first_pass.get(point.extra["point_key"].removesuffix("#alone").split("#p")[0])  # alone: --parallel's check
+        planned = first_pass.get(shape_key(point.extra["point_key"]))
         if planned is not None:
             chosen.append((dataclasses.replace(planned, pass_no=plan.passes + 1), error))
     return chosen
