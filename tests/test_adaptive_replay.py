@@ -68,7 +68,7 @@ def _grid_store(path: Path) -> Path:
     return path
 
 
-def test_replays_reach_the_grids_answer_within_the_budget(replay, tmp_path):
+def test_replays_reach_the_grids_answer_within_the_budget(replay, tmp_path, capsys):
     entries = replay.load_entries(_grid_store(tmp_path / "grid.sqlite"), tmp_path)
     assert [(e.label, e.gpu, e.grid_points, len(e.candidates)) for e in entries] == [
         ("resnet50-train", "H100", 61, 31)]
@@ -80,6 +80,13 @@ def test_replays_reach_the_grids_answer_within_the_budget(replay, tmp_path):
     assert noisy["replays"] == 2 and noisy["points_max"] <= 12 and noisy["pick"] == 2
     assert set(row["grid_noisy"]) == {"pick", "knee"}
     assert replay.print_table([row], need=95, share=0.2)  # the acceptance holds for this one entry
+    out = capsys.readouterr().out
+    assert "it holds for 1 of 1 entries" in out
+    assert f"stopped \"stable\": {noisy['settled']} of 2, on another pick than the grid's: 0" in out
+    assert "keep their own pick when read once (>= 95 of 100): 1 of 1 entries; the target holds for 1 of them" in out
+    row["grid_noisy"]["pick"] = 0  # a grid whose own pick moves when read once
+    assert replay.print_table([row], need=95, share=0.2)
+    assert "(>= 95 of 100): 0 of 1 entries; the target holds for 0 of them" in capsys.readouterr().out
 
 
 def test_a_live_store_is_compared_with_the_grids_answer(replay, tmp_path, capsys):

@@ -96,4 +96,7 @@ def test_the_dry_run_of_an_adaptive_sweep_says_what_it_may_take(cli, tmp_path):
     assert 0 < outline["at_most_seconds"] < grid["estimated_seconds"]
     code, out, _ = cli(*args, "--strategy", "adaptive", "--max-points", "2")
     assert code == 0 and "adaptive: measures the grid above" in out and "cpu-spin: at most 2 of 4" in out
+    assert "1 pass" not in out  # the adaptive strategy chooses its passes as it goes
+    code, out, _ = cli(*args)
+    assert code == 0 and "1 pass" in out
     assert not (tmp_path / "s.sqlite").exists()

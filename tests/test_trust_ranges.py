@@ -240,3 +240,23 @@ def test_the_accuracy_benchmark_prints_each_held_out_level_and_the_acceptance(tm
     out = capsys.readouterr().out
     assert "acceptance holds" in out or "acceptance FAILS" in out
     assert "measured" in out and "predicted" in out and "range" in out and "band" in out
+
+
+def test_a_shape_measured_once_moves_as_far_as_the_measurements_lie_from_the_fit(disk_classes):
+    # Passes scattered by about 3% around the curve, each with a sub-window spread of 2%: measured
+    # once, a shape's figure ranges as the scatter does (10-90%: about 8%), not as its own window
+    # (about 1.6%); measured three times, it ranges within its own passes.
+    once = fit_points(combine(_cpu_bound_points(100.0, seed=5, passes=1)), disk_classes)["w"]
+    draws = fit_draws(once)
+    pool = np.concatenate([draws.measured[term] / np.median(draws.measured[term]) for term in ("cpu", "gpu")])
+    scatter = float(np.subtract(*np.quantile(pool, [0.9, 0.1])))
+    assert scatter > 0.05
+    for j, shape in enumerate(draws.shapes):
+        assert len(shape.rates) == 1 and shape.spread == pytest.approx(0.02)
+        width = float(np.subtract(*np.quantile(draws.rates[:, j] / shape.median, [0.9, 0.1])))
+        assert 0.6 * scatter < width < 1.6 * scatter
+    thrice = fit_points(combine(_cpu_bound_points(100.0, seed=5, passes=3)), disk_classes)["w"]
+    draws = fit_draws(thrice)
+    for j, shape in enumerate(draws.shapes):
+        assert len(shape.rates) == 3
+        assert min(shape.rates) - 1e-9 <= draws.rates[:, j].min() and draws.rates[:, j].max() <= max(shape.rates) + 1e-9

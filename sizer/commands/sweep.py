@@ -173,8 +173,9 @@ def run(
     emit(data_out, as_json, render_point)
 
 
-def plan_lines(plan: dict[str, Any]) -> list[str]:
-    """The dry run's plan in words: the grid, then the passes and why."""
+def plan_lines(plan: dict[str, Any], adaptive: bool = False) -> list[str]:
+    """The dry run's plan in words: the grid, then the passes and why (not for an `adaptive` sweep,
+    which chooses its measurements as it goes: `adaptive_line` says what it may take)."""
     ram = ", ".join(f"{r:g}" for r in plan["ram_gib"])
     per_gpu = " per GPU" if plan.get("vcpus_per_gpu") else ""
     gpus = plan.get("gpus") or [1]
@@ -183,7 +184,7 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
     passes = f"{plan['passes']} pass{'es' if plan['passes'] > 1 else ''}"
     passes += f", then --refine {plan['refine']}" if plan["refine"] else ""
     passes += f" ({plan['passes_reason']})" if plan.get("passes_reason") else ""
-    return [grid, passes]
+    return [grid] if adaptive else [grid, passes]
 
 
 def adaptive_line(outline: dict[str, Any]) -> str:
@@ -209,7 +210,7 @@ def render_dry_run(data: dict[str, Any]) -> None:
     from sizer.sweep import format_duration
 
     backend = data["limit_backend"]
-    for line in plan_lines(data["plan"]):
+    for line in plan_lines(data["plan"], adaptive=bool(data.get("adaptive"))):
         console.print(line)
     console.print(
         f"estimated time: [bold]{data['estimate']}[/] ({format_duration(data['estimated_seconds'])}; "

@@ -1,8 +1,10 @@
 """How far an answer can move: ranges drawn from the measurements' own spread.
 
 A draw is one plausible re-measurement of the sweep, made from the measurements themselves:
-- each measured shape's figure is the median of its passes drawn again with replacement (a shape
-  measured once: its figure moved within half its sub-window spread);
+- each measured shape's figure is the median of its passes drawn again with replacement; a shape
+  measured once moves as far as the measurements bound by its term lie from the fitted curve (below)
+  and within half its own sub-window spread: one measurement of a shared host can come at any of its
+  speeds, and a window's own spread (a few percent) says nothing of the drift a second pass would show;
 - the CPU term moves by a host-speed factor drawn from how far each measurement of a CPU-bound
   shape lay from the fitted curve, the disk and GPU terms likewise from the disk- and GPU-bound
   ones (too few of them: from every measurement).
@@ -80,10 +82,10 @@ def fit_draws(fit: WorkloadFit, n: int = DRAWS, seed: int = SEED, host: np.ndarr
     rng = np.random.default_rng(seed)
     shapes = measured_shapes(fit)
     rates = np.empty((n, len(shapes)))
-    for j, shape in enumerate(shapes):
-        rates[:, j] = _shape_draws(shape, n, rng)
     pools = _factor_pools(fit)
-    measured = {term: rng.choice(pool, n) for term, pool in pools.items()}
+    for j, shape in enumerate(shapes):
+        rates[:, j] = _shape_draws(shape, n, rng, pools[_TERMS.get(shape.bottleneck, "all")])
+    measured = {term: rng.choice(pools[term], n) for term in ("cpu", "io", "gpu")}
     bound = {name: param.bound for name, param in fit.params.items()}
     return FitDraws(shapes, rates, measured["cpu"] / np.median(pools["cpu"]), measured["io"] / np.median(pools["io"]),
                     measured, bound.get("per_vcpu") == "lower", bound.get("bytes_per_sample") == "upper",
@@ -91,15 +93,23 @@ def fit_draws(fit: WorkloadFit, n: int = DRAWS, seed: int = SEED, host: np.ndarr
                     getattr(fit.params.get("gpu_ceiling"), "source", "") == "measured")
 
 
-def _shape_draws(shape: MeasuredShape, n: int, rng: np.random.Generator) -> np.ndarray:
+# The term a measurement saw binding (`Point.bottleneck`), by its pool in `_factor_pools`.
+_TERMS = {"cpu": "cpu", "gpu": "gpu", "disk": "io", "memory": "io"}
+
+
+def _shape_draws(shape: MeasuredShape, n: int, rng: np.random.Generator, pool: np.ndarray) -> np.ndarray:
+    """A shape's figure in every draw: its passes' median drawn again, or, measured once, moved by
+    the factors of `pool` (relative to their median) and within half its own sub-window spread."""
     rates = np.array(shape.rates, dtype=float)
     if rates.size >= 2:
         return np.median(rates[rng.integers(0, rates.size, size=(n, rates.size))], axis=1)
-    return shape.median * (1.0 + 0.5 * shape.spread * rng.uniform(-1.0, 1.0, n))
+    window = 1.0 + 0.5 * shape.spread * rng.uniform(-1.0, 1.0, n)
+    return shape.median * window * rng.choice(pool, n) / np.median(pool)
 
 
 def _factor_pools(fit: WorkloadFit) -> dict[str, np.ndarray]:
-    """Each measurement's rate over the fit's prediction of its shape, by the term that binds there."""
+    """Each measurement's rate over the fit's prediction of its shape, by the term that binds there
+    ("cpu", "io", "gpu"; fewer than _MIN_POOL: every measurement's), and every measurement's ("all")."""
     by_term: dict[str, list[float]] = {"cpu": [], "io": [], "gpu": []}
     for point, _ in fit.residuals:
         predicted = fit.predict_measured(point)
@@ -110,7 +120,7 @@ def _factor_pools(fit: WorkloadFit) -> dict[str, np.ndarray]:
         by_term[term] += [float(r) / predicted.throughput for r in (rates or [point.throughput])]
     every = [r for pool in by_term.values() for r in pool]
     out = {}
-    for term, pool in by_term.items():
+    for term, pool in [*by_term.items(), ("all", every)]:
         pool = pool if len(pool) >= _MIN_POOL else every
         out[term] = np.array(pool if len(pool) >= _MIN_POOL else [1.0], dtype=float)
     return out

@@ -59,6 +59,7 @@ class _Sizing:
     ram_high: float  # the RAM the knee is predicted at and the RAM search's upper end (GiB)
     knee_vcpus: int | None
     by_disk: list[dict[str, Any]]
+    search_top: int  # the most vCPUs the knee is sought at
 
 
 def disk_order(name: str) -> tuple[int, str]:
@@ -155,19 +156,36 @@ def _curves(fit: Any, points: Sequence[Point], disks: dict[str, float | None], r
 
 
 # ---------------------------------------------------------------------------- sizing
-def _size(points: Sequence[Point], fit: Any, terms: SizingTerms) -> _Sizing:
-    """The predicted knee at twice the RAM the workload could want, and per disk class the RAM it needs."""
+@dataclass(frozen=True)
+class KneeInputs:
+    """Where the model's vCPU knee is sought: each measured disk class's read rate as the fit gives it
+    (MB/s), the fastest of them, twice the RAM the workload could want, and the most vCPUs searched."""
+
+    disks: dict[str, float | None]
+    fastest_mbps: float | None
+    ram_high: float
+    search_top: int
+
+
+def knee_inputs(points: Sequence[Point], fit: Any, dataset_gib: float | None = None) -> KneeInputs:
+    """The knee's inputs (`KneeInputs`) for a fit of `points` (`dataset_gib`: a stated dataset size)."""
     usable = [p for p in points if p.usable]
-    ceiling = fit_ceiling(fit)
     disks = {d: fit.disk_mbps(d) for d in _measured_disk_classes(points)}
     fastest = max(disks.values(), key=lambda m: math.inf if m is None else m) if disks else None
     max_ram = max((p.ram_gib for p in usable), default=1.0)
     footprint = finite_number(getattr(fit.params.get("footprint_gib"), "value", None)) or 0.0
-    ram_high = max(max_ram, (terms.dataset_gib or 0.0) + footprint) * 2
     v_max = max((p.vcpus for p in usable), default=1)
-    knee = predicted_knee(fit, ceiling, terms.tolerance, ram_high, fastest, max(v_max * 4, 64))
-    by_disk = ram_needs(fit, ceiling, terms.tolerance, knee or v_max, disks, ram_high)
-    return _Sizing(ceiling, disks, fastest, ram_high, knee, by_disk)
+    return KneeInputs(disks, fastest, max(max_ram, (dataset_gib or 0.0) + footprint) * 2, max(v_max * 4, 64))
+
+
+def _size(points: Sequence[Point], fit: Any, terms: SizingTerms) -> _Sizing:
+    """The predicted knee at twice the RAM the workload could want, and per disk class the RAM it needs."""
+    ceiling = fit_ceiling(fit)
+    at = knee_inputs(points, fit, terms.dataset_gib)
+    knee = predicted_knee(fit, ceiling, terms.tolerance, at.ram_high, at.fastest_mbps, at.search_top)
+    v_max = max((p.vcpus for p in points if p.usable), default=1)
+    by_disk = ram_needs(fit, ceiling, terms.tolerance, knee or v_max, at.disks, at.ram_high)
+    return _Sizing(ceiling, at.disks, at.fastest_mbps, at.ram_high, knee, by_disk, at.search_top)
 
 
 def _needs(points: Sequence[Point], sizing: _Sizing, chosen: dict[str, Any] | None) -> dict[str, Any]:
@@ -271,7 +289,6 @@ def _fitted_parts(points: Sequence[Point], fit: Any, terms: SizingTerms) -> dict
     draws = fit_draws(fit, host=host_speeds([list(ips) for ips in terms.host_speeds]))
     rows = _point_rows(points, fit)
     add_point_ranges(rows, points, fit, draws, terms.confidence)
-    v_max = max((p.vcpus for p in points if p.usable), default=1)
     by_decode = vcpu_knee(points, sizing.ceiling, terms.tolerance, fit.ceiling_name)
     return {
         "ceiling": sizing.ceiling,
@@ -286,7 +303,7 @@ def _fitted_parts(points: Sequence[Point], fit: Any, terms: SizingTerms) -> dict
             "predicted_vcpus": sizing.knee_vcpus,
             "predicted_at": {"ram_gib": sizing.ram_high, "disk_mbps": sizing.fastest_mbps},
             "range": knee_range_summary(fit, draws, terms.tolerance, terms.confidence, sizing.ram_high,
-                                        sizing.fastest_mbps, max(v_max * 4, 64), by_decode),
+                                        sizing.fastest_mbps, sizing.search_top, by_decode),
         },
         "needs": _needs(points, sizing, chosen),
         "model": _model_summary(fit),

@@ -125,23 +125,19 @@ def _disk_speed(name: str, table: dict[str, DiskClass]) -> float:
 
 def answer_of(fit: Any, points: Sequence[Point], terms: AdaptiveTerms, rec: Any = None) -> Answer:
     """The answer the report gives from `points` fitted as `fit` (`rec`: its recommendation, where
-    made already): the pick, and the knee at twice the RAM the workload could want on the fastest
-    measured disk, with its range."""
+    made already): the pick, and the knee where the report seeks it (`knee_inputs`), with its range."""
     from sizer.model.uncertainty import fit_draws, knee_range
     from sizer.recommend import recommend
     from sizer.report.analysis import predicted_knee
+    from sizer.report.workload import knee_inputs
 
     if rec is None:
         rec = recommend(fit, list(terms.catalog), terms.gpu, tolerance=terms.tolerance,
                         disk_classes=terms.disk_classes, confidence=terms.confidence)
-    usable = [p for p in points if p.usable]
-    disks = {p.disk_class: fit.disk_mbps(p.disk_class) for p in usable}
-    fastest = max(disks.values(), key=lambda m: math.inf if m is None else m) if disks else None
-    footprint = fit.value("footprint_gib") or 0.0
-    ram_high = max(max((p.ram_gib for p in usable), default=1.0), footprint) * 2
-    top = max(max((p.vcpus for p in usable), default=1) * 4, 64)
-    knee = predicted_knee(fit, fit.ceiling, terms.tolerance, ram_high, fastest, top)
-    knees = knee_range(fit, fit_draws(fit), terms.tolerance, terms.confidence, ram_high, fastest, top)
+    at = knee_inputs(points, fit)
+    knee = predicted_knee(fit, fit.ceiling, terms.tolerance, at.ram_high, at.fastest_mbps, at.search_top)
+    knees = knee_range(fit, fit_draws(fit), terms.tolerance, terms.confidence, at.ram_high, at.fastest_mbps,
+                       at.search_top)
     chosen = rec.chosen
     return Answer(None if chosen is None else _instance_name(chosen), None if chosen is None else chosen.disk_class,
                   knee, knees.low, knees.high, stable=rec.optimistic is None, trusted=rec.model_trusted)
