@@ -159,12 +159,17 @@ def _curves(fit: Any, points: Sequence[Point], disks: dict[str, float | None], r
 @dataclass(frozen=True)
 class KneeInputs:
     """Where the model's vCPU knee is sought: each measured disk class's read rate as the fit gives it
-    (MB/s), the fastest of them, twice the RAM the workload could want, and the most vCPUs searched."""
+    (MB/s), the fastest of them, twice the RAM the workload could want, and the most vCPUs measured
+    (the search goes to four times that, at least 64)."""
 
     disks: dict[str, float | None]
     fastest_mbps: float | None
     ram_high: float
-    search_top: int
+    vcpus_max: int
+
+    @property
+    def search_top(self) -> int:
+        return max(self.vcpus_max * 4, 64)
 
 
 def knee_inputs(points: Sequence[Point], fit: Any, dataset_gib: float | None = None) -> KneeInputs:
@@ -175,7 +180,7 @@ def knee_inputs(points: Sequence[Point], fit: Any, dataset_gib: float | None = N
     max_ram = max((p.ram_gib for p in usable), default=1.0)
     footprint = finite_number(getattr(fit.params.get("footprint_gib"), "value", None)) or 0.0
     v_max = max((p.vcpus for p in usable), default=1)
-    return KneeInputs(disks, fastest, max(max_ram, (dataset_gib or 0.0) + footprint) * 2, max(v_max * 4, 64))
+    return KneeInputs(disks, fastest, max(max_ram, (dataset_gib or 0.0) + footprint) * 2, v_max)
 
 
 def _size(points: Sequence[Point], fit: Any, terms: SizingTerms) -> _Sizing:
@@ -183,8 +188,7 @@ def _size(points: Sequence[Point], fit: Any, terms: SizingTerms) -> _Sizing:
     ceiling = fit_ceiling(fit)
     at = knee_inputs(points, fit, terms.dataset_gib)
     knee = predicted_knee(fit, ceiling, terms.tolerance, at.ram_high, at.fastest_mbps, at.search_top)
-    v_max = max((p.vcpus for p in points if p.usable), default=1)
-    by_disk = ram_needs(fit, ceiling, terms.tolerance, knee or v_max, at.disks, at.ram_high)
+    by_disk = ram_needs(fit, ceiling, terms.tolerance, knee or at.vcpus_max, at.disks, at.ram_high)
     return _Sizing(ceiling, at.disks, at.fastest_mbps, at.ram_high, knee, by_disk, at.search_top)
 
 
