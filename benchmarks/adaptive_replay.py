@@ -7,8 +7,11 @@ nothing: each time it chooses a shape, the shape's stored measurement stands in 
   pick (instance and disk class, or none where no option meets the tolerance) and the model's vCPU
   knee with its range at --confidence.
 - The stored replay: a chosen shape reads its stored passes in the order they were measured.
-- Noisy replays (--replays, seeded): a chosen shape reads one of its stored passes drawn at random,
-  one not drawn yet in that replay while there is one.
+- Noisy replays (--replays, seeded): each measurement of a chosen shape reads one of its stored
+  passes drawn at random, one not drawn yet in that replay while there is one.
+- The adaptive strategy measures each shape it takes as often as the grid measured most of its
+  shapes (its passes, column P): where the grid has exactly that many of a shape, a replay reads
+  them all, and the noise left is in the shapes refined beyond it.
 - The grid under the same noise: every shape of the grid read once, drawn the same way: how often
   the grid itself, measured once, gives its own answer.
 
@@ -73,6 +76,12 @@ class Entry:
     @property
     def grid_points(self) -> int:
         return sum(len(v) for v in self.passes.values())
+
+    @property
+    def grid_passes(self) -> int:
+        """The grid's passes: how often it measured most of its real shapes (refinements aside)."""
+        counts = Counter(len(v) for v in self.passes.values() if v[0][1].input != "synthetic")
+        return max(counts.items(), key=lambda kv: (kv[1], -kv[0]))[0] if counts else 1
 
 
 # ---------------------------------------------------------------------------- the stores
@@ -151,14 +160,14 @@ def _short(path: Path) -> str:
 _TABLES: dict[str, Any] = {}
 
 
-def _terms(gpu: str, max_points: int | None, confidence: float = 0.9) -> AdaptiveTerms:
+def _terms(gpu: str, max_points: int | None, confidence: float = 0.9, passes: int = 2) -> AdaptiveTerms:
     from sizer.catalog import load_catalog
     from sizer.diskclasses import load_disk_classes
 
     if "disks" not in _TABLES:  # one table per process: the fit cache knows it by identity
         _TABLES["disks"] = load_disk_classes()
     return AdaptiveTerms(tuple(load_catalog(builtin=True, gpu=gpu)), gpu, _TABLES["disks"],
-                         confidence=confidence, max_points=max_points)
+                         confidence=confidence, max_points=max_points, passes=passes)
 
 
 # ---------------------------------------------------------------------------- replays
@@ -216,7 +225,7 @@ def run_job(job: Job) -> dict[str, Any]:
     """One job's replays: per replay (its answer's pick and knee against the grid's, its points, why
     it stopped, its pick in words), and per grid draw (pick, knee)."""
     entry = job.entry
-    terms = _terms(entry.gpu, job.budget, job.confidence)
+    terms = _terms(entry.gpu, job.budget, job.confidence, entry.grid_passes)
     grid = grid_answer(entry, terms)
     if grid is None:
         return {"error": "the grid cannot be fitted"}
@@ -239,7 +248,7 @@ def run_job(job: Job) -> dict[str, Any]:
 def merge(entry: Entry, job: Job, parts: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     """One entry's row from its jobs' parts."""
     head = {"store": entry.store, "workload": entry.label, "gpu": entry.gpu, "grid_points": entry.grid_points,
-            "grid_shapes": len(entry.candidates), "budget": job.budget}
+            "grid_shapes": len(entry.candidates), "passes": entry.grid_passes, "budget": job.budget}
     if any("error" in p for p in parts):
         return {**head, "error": "the grid cannot be fitted"}
     noisy = [row for p in parts for row in p["noisy"]]
@@ -286,7 +295,7 @@ def print_table(rows: list[dict[str, Any]], need: int, share: float) -> bool:
     optimistic end of its ranges) and whether the acceptance holds."""
     store_w = max([len(r["store"]) for r in rows] + [5])
     name_w = max([len(r["workload"]) for r in rows] + [8])
-    print(f"{'store':<{store_w}} {'workload':<{name_w}} {'grid':>4} {'cap':>3} | stored: {'used':>4} {'share':>5} "
+    print(f"{'store':<{store_w}} {'workload':<{name_w}} {'grid':>4} {'P':>1} {'cap':>3} | stored: {'used':>4} {'share':>5} "
           f"{'pick':>4} {'knee':>4} | noisy: {'used (most)':>11} {'pick':>4} {'knee':>4} | grid once: {'pick':>4} "
           f"{'knee':>4} | grid's pick / knee")
     holds = True
@@ -300,7 +309,7 @@ def print_table(rows: list[dict[str, Any]], need: int, share: float) -> bool:
             continue
         s, n, g = r["stored"], r["noisy"], r["grid_noisy"]
         grid_pick = _pick_text(Answer(**r["grid"])) + ("" if r["grid"]["stable"] else " *")
-        print(f"{r['store']:<{store_w}} {r['workload']:<{name_w}} {r['grid_points']:>4} {r['budget']:>3} | "
+        print(f"{r['store']:<{store_w}} {r['workload']:<{name_w}} {r['grid_points']:>4} {r['passes']:>1} {r['budget']:>3} | "
               f"{s['points']:>12} {s['share']:>5.0%} {'yes' if s['pick'] else 'no':>4} {'yes' if s['knee'] else 'no':>4} | "
               f"{n['points_mean']:>12.1f} ({n['points_max']:>2}) {n['pick']:>4} {n['knee']:>4} | "
               f"{g['pick']:>15} {g['knee']:>4} | {grid_pick} / {_knee_text(r['grid'])}")

@@ -25,9 +25,9 @@ from sizer.catalog import LOCAL_NVME, InstanceType, disk_types_for, normalize_gp
 from sizer.diskclasses import DiskClass, load_disk_classes
 from sizer.errors import SizerError
 from sizer.model import Prediction, WorkloadFit, meets_tolerance
-from sizer.model.decision import Judge, ShapeFigure
+from sizer.model.decision import Judge, ShapeFigure, untrusted_words
 from sizer.model.scaling import GpuScaling, shared_cache_ram_gib
-from sizer.model.tolerance import DEFAULT_CONFIDENCE, TRUST_FACTOR, check_confidence
+from sizer.model.tolerance import DEFAULT_CONFIDENCE, check_confidence
 
 
 @dataclass
@@ -77,7 +77,7 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
     ceiling_name: str = "GPU ceiling"  # WorkloadFit.ceiling_name
     confidence: float = DEFAULT_CONFIDENCE
-    model_trusted: bool = True  # held-out max error within TRUST_FACTOR tolerances
+    model_trusted: bool = True  # enough shapes held out, their max error within TRUST_FACTOR tolerances
     optimistic: Option | None = None  # the pick at the optimistic end, where it differs from `chosen`
     disagreements: list[dict[str, Any]] = field(default_factory=list)  # model vs measured beyond the tolerance
 
@@ -334,6 +334,9 @@ def _option_reasons(sizing: _Sizing, option: Option, share: _Share, ram_needed_g
         why.append("the workload's memory footprint does not fit")
     elif option.meets:
         why.append(f"{x / fit.ceiling:.0%} of the {fit.ceiling_name}{_range_text(option)}")
+    elif _model_short_of_lower_bound(sizing, option):
+        why.append(f"{x / fit.ceiling:.0%} of the {fit.ceiling_name}{_range_text(option)}, the model's figure: the "
+                   f"{fit.ceiling_name} is a lower bound, which the model can show a shape falls short of, not reaches")
     else:
         why.append(f"{x / fit.ceiling:.0%} of the {fit.ceiling_name}{_range_text(option)}: {bottleneck}-bound")
         if bottleneck == "memory" and ram_needed_gib:
@@ -390,6 +393,13 @@ def _restated(fit: WorkloadFit) -> bool:
     return bool(stated and measured and abs(stated - measured) > 1e-9 * measured)
 
 
+def _model_short_of_lower_bound(sizing: _Sizing, option: Option) -> bool:
+    """Whether an option fails only because the model alone judges it against a ceiling that is a
+    lower bound (`sizer.model.decision`), its figure meeting the tolerance."""
+    return (sizing.judge is not None and sizing.judge.draws.gpu_open and option.basis == "model"
+            and not option.meets and option.predicted > 0 and sizing.meets(option.predicted))
+
+
 def _shortfall_text(sizing: _Sizing, option: Option) -> str:
     """Why an option whose point figure meets the bound was not chosen: its range, or no judgement."""
     if option.basis == "not judged":
@@ -397,12 +407,14 @@ def _shortfall_text(sizing: _Sizing, option: Option) -> str:
     low = option.share_pessimistic
     if sizing.judge is None or low is None or option.meets or not sizing.meets(option.predicted):
         return ""
+    if _model_short_of_lower_bound(sizing, option):
+        return (f"; it contains no measured shape, and the {sizing.fit.ceiling_name} is a lower bound: the model "
+                "can show a shape falls short of it, not that it reaches it")
     return f"; at {sizing.judge.confidence:.0%} confidence it may reach only {low:.0%}"
 
 
 def _untrusted_note(fit: WorkloadFit, tolerance: float) -> str:
-    return (f"model not trusted: it misses held-out shapes by up to {fit.loo_max_ape or 0:.0%}, more than "
-            f"{TRUST_FACTOR:g} x the {tolerance:.0%} tolerance; only options that contain a measured shape are judged")
+    return f"model not trusted: {untrusted_words(fit, tolerance)}; only options that contain a measured shape are judged"
 
 
 def _disagreements(options: list[Option | None], tolerance: float) -> list[dict[str, Any]]:

@@ -11,13 +11,14 @@ import pytest
 from sizer.catalog import load_catalog
 from sizer.diskclasses import load_disk_classes
 from sizer.points import Point
-from sizer.shapes import build_plan
+from sizer.shapes import build_plan, shape_key
 from sizer.sweep.adaptive import (
     STOP_MAX_POINTS,
     STOP_STABLE,
     AdaptiveChooser,
     AdaptiveTerms,
     answer_of,
+    shape_counts,
 )
 
 VCPUS = [2, 4, 8, 12, 16]
@@ -57,9 +58,9 @@ def grid():
     return build_plan([("resnet50-train", "imagenet", None, {})], VCPUS, RAMS, DISKS, "gpu")
 
 
-def _terms(max_points: int | None = None) -> AdaptiveTerms:
+def _terms(max_points: int | None = None, passes: int = 2) -> AdaptiveTerms:
     return AdaptiveTerms(tuple(load_catalog(builtin=True, gpu="H100")), "H100", load_disk_classes(),
-                         max_points=max_points)
+                         max_points=max_points, passes=passes)
 
 
 def _run(grid, terms: AdaptiveTerms):
@@ -83,7 +84,8 @@ def test_starts_at_the_ceiling_then_the_corners_of_the_grid(grid):
 def test_stops_when_the_answer_holds_with_the_grids_answer_and_fewer_points(grid):
     measured, step = _run(grid, _terms())
     assert step.stopped == STOP_STABLE, step.why
-    assert len(measured) < len(grid) // 2
+    assert len(shape_counts(measured)) < len(grid) // 2  # fewer than half the shapes
+    assert len(measured) < len(grid)  # each twice: fewer than half a two-pass grid's measurements
     everything = [_measure(p) for p in grid]
     from sizer.model.evaluate import fit_group
 
@@ -101,11 +103,33 @@ def test_measures_near_the_knee_after_the_start(grid):
     assert after_start[0].vcpus in (8, 12, 16)
 
 
-def test_keeps_to_max_points(grid):
+def test_keeps_to_max_points_and_takes_no_shape_whose_passes_do_not_fit(grid):
     measured, step = _run(grid, _terms(max_points=6))
-    assert len(measured) == 6
+    # The ceiling once, then shapes of two passes each: a third shape's passes would make 7.
+    assert len(measured) == 5
+    assert sorted(shape_counts(measured).values()) == [1, 2, 2]
     assert step.stopped == STOP_MAX_POINTS
     assert step.answer is not None  # the answer of what was measured, for the report
+
+
+def test_measures_each_shape_to_its_last_pass_before_the_next(grid):
+    measured, _ = _run(grid, _terms(passes=3))
+    shapes = [shape_key(k) for k, _ in measured]
+    start = [p.key for p in AdaptiveChooser(grid, _terms()).start()]
+    # The ceiling once, then the four start shapes, each three times in a row.
+    assert shapes[:13] == [start[0]] + [k for k in start[1:] for _ in range(3)]
+    assert len(set(k for k, _ in measured[:13])) == 13  # each pass its own stored point
+    runs = [shapes[i] for i in range(len(shapes)) if i == 0 or shapes[i] != shapes[i - 1]]
+    counts = shape_counts(measured)
+    assert len(runs) == len(counts)  # no shape taken twice
+    assert all(counts[k] == 3 for k in runs[1:-1])
+
+
+def test_one_pass_measures_each_shape_once_unless_a_rule_asks_again(grid):
+    measured, step = _run(grid, _terms(passes=1))
+    counts = shape_counts(measured)
+    assert step.point is None
+    assert max(counts.values()) <= 2 and sum(counts.values()) == len(measured)
 
 
 def test_the_same_stored_points_give_the_same_choices(grid):

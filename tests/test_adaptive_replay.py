@@ -72,21 +72,34 @@ def test_replays_reach_the_grids_answer_within_the_budget(replay, tmp_path, caps
     entries = replay.load_entries(_grid_store(tmp_path / "grid.sqlite"), tmp_path)
     assert [(e.label, e.gpu, e.grid_points, len(e.candidates)) for e in entries] == [
         ("resnet50-train", "H100", 61, 31)]
-    [row] = replay.run_all(entries, replays=2, share=0.2, confidence=0.9, workers=1, cache=False)
-    assert row["budget"] == 12
-    assert row["grid"]["instance"] is not None
+    [row] = replay.run_all(entries, replays=2, share=0.5, confidence=0.9, workers=1, cache=False)
+    assert row["budget"] == 30 and row["passes"] == 2
+    assert row["grid"]["instance"] is not None and row["grid"]["trusted"]
     stored, noisy = row["stored"], row["noisy"]
-    assert stored["pick"] and stored["knee"] and stored["points"] <= 12
-    assert noisy["replays"] == 2 and noisy["points_max"] <= 12 and noisy["pick"] == 2
+    assert stored["pick"] and stored["knee"] and stored["points"] <= 30 and stored["answer"]["trusted"]
+    assert noisy["replays"] == 2 and noisy["points_max"] <= 30 and noisy["pick"] == 2
     assert set(row["grid_noisy"]) == {"pick", "knee"}
-    assert replay.print_table([row], need=95, share=0.2)  # the acceptance holds for this one entry
+    assert replay.print_table([row], need=95, share=0.5)  # the acceptance holds for this one entry
     out = capsys.readouterr().out
     assert "it holds for 1 of 1 entries" in out
     assert f"stopped \"stable\": {noisy['settled']} of 2, on another pick than the grid's: 0" in out
     assert "keep their own pick when read once (>= 95 of 100): 1 of 1 entries; the target holds for 1 of them" in out
     row["grid_noisy"]["pick"] = 0  # a grid whose own pick moves when read once
-    assert replay.print_table([row], need=95, share=0.2)
+    assert replay.print_table([row], need=95, share=0.5)
     assert "(>= 95 of 100): 0 of 1 entries; the target holds for 0 of them" in capsys.readouterr().out
+
+
+def test_a_budget_of_fewer_shapes_than_trust_needs_answers_from_measurements(replay, tmp_path):
+    """12 points, each shape twice: five shapes held out, fewer than the model's trust needs. The
+    grid's pick rests on the model; the replay's on what it measured, and it does not stop "stable"."""
+    entries = replay.load_entries(_grid_store(tmp_path / "grid.sqlite"), tmp_path)
+    [row] = replay.run_all(entries, replays=2, share=0.2, confidence=0.9, workers=1, cache=False)
+    assert row["budget"] == 12 and row["grid"]["trusted"]
+    stored = row["stored"]
+    assert stored["points"] <= 12 and stored["stopped"] == "max points"
+    assert not stored["answer"]["trusted"] and not stored["pick"]
+    assert stored["answer"]["instance"] == row["grid"]["instance"]  # the same instance, on the disk it measured
+    assert row["noisy"]["settled"] == 0 and row["noisy"]["pick"] == 0
 
 
 def test_a_live_store_is_compared_with_the_grids_answer(replay, tmp_path, capsys):

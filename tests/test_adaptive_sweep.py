@@ -19,8 +19,8 @@ def own_lock(tmp_path, monkeypatch):
     (["--strategy", "random"], "--strategy wants one of grid, adaptive, got 'random'"),
     (["--strategy", "adaptive", "--max-points", "0"], "--max-points wants 1 or more"),
     (["--max-points", "5"], "--max-points caps an adaptive sweep"),
-    (["--strategy", "adaptive", "--passes", "2"], "leave out --passes and --refine"),
-    (["--strategy", "adaptive", "--refine", "3"], "leave out --passes and --refine"),
+    (["--strategy", "adaptive", "--passes", "0"], "--passes wants 1 to 9 measurements of each shape, got 0"),
+    (["--strategy", "adaptive", "--refine", "3"], "leave out --refine"),
 ])
 def test_bad_strategy_options_exit_2_before_any_work(cli, tmp_path, extra, message):
     code, out, err = cli("sweep", "--workloads", "cpu-spin", "--store", str(tmp_path / "s.sqlite"), *extra)
@@ -95,7 +95,9 @@ def test_the_dry_run_of_an_adaptive_sweep_says_what_it_may_take(cli, tmp_path):
     assert code == 0 and outline["entries"] == [{"workload": "cpu-spin", "grid_shapes": 4, "at_most": 2}]
     assert 0 < outline["at_most_seconds"] < grid["estimated_seconds"]
     code, out, _ = cli(*args, "--strategy", "adaptive", "--max-points", "2")
-    assert code == 0 and "adaptive: measures the grid above" in out and "cpu-spin: at most 2 of 4" in out
+    words = " ".join(out.split())
+    assert code == 0 and "adaptive: measures the grid above" in words and "each 2 times" in words
+    assert "cpu-spin: at most 2 measurements of 4 shapes" in words
     assert "1 pass" not in out  # the adaptive strategy chooses its passes as it goes
     code, out, _ = cli(*args)
     assert code == 0 and "1 pass" in out

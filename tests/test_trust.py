@@ -379,3 +379,51 @@ def test_a_sweeps_report_is_written_at_its_confidence(tmp_path):
     results = json.loads(Path(files["results.json"]).read_text())
     assert results["confidence"] == 0.6
     assert all(wl["recommendation"]["confidence"] == 0.6 for wl in results["workloads"] if wl["recommendation"])
+
+
+# ---------------------------------------------------------------------------- trust needs evidence
+def _gpu_bound_from_8(vcpus_levels, rams) -> list[Point]:
+    """A clean curve: 150 images/s per vCPU up to the 1,000 ceiling, on local NVMe and ssd."""
+    return shape_points({(v, ram, disk): _passes(min(1000.0, 150.0 * v)) for v in vcpus_levels for ram in rams
+                         for disk in ("local-nvme", "ssd")})
+
+
+def test_a_model_held_out_at_fewer_than_12_shapes_is_not_trusted_however_small_its_error(disk_classes):
+    """Eight shapes that the curve predicts within 2% held out: too few to show the model holds. An
+    instance with more RAM than any measured shape is judged only by its measured floor; twelve
+    shapes of the same curve trust the model."""
+    from sizer.report.trust import model_trust
+
+    few = _fit(_gpu_bound_from_8((2, 4, 8, 16), (32.0,)), disk_classes)
+    assert len(few.loo) == 8 and few.loo_max_ape < 0.05
+    catalog = [row("t-4", 4, 16.0, 1.0), row("t-16", 16, 128.0, 3.0)]
+    rec = recommend(few, catalog, GPU, disk_classes=disk_classes)
+    assert not rec.model_trusted
+    assert any("tested on 8 held-out shapes, fewer than the 12 that trust needs" in n for n in rec.notes)
+    trust = model_trust(few, 0.05)
+    assert not trust["trusted"] and trust["held_out_shapes"] == 8 and trust["min_held_out"] == 12
+    assert "fewer than the 12" in trust["note"]
+    small = _option(rec, "t-4", "local-nvme")  # below every measured shape with its RAM: the model alone
+    assert small.basis == "not judged" and not small.meets
+
+    enough = _fit(_gpu_bound_from_8((2, 4, 8, 16), (32.0, 64.0)), disk_classes)
+    assert len(enough.loo) == 16
+    assert recommend(enough, catalog, GPU, disk_classes=disk_classes).model_trusted
+    assert model_trust(enough, 0.05)["trusted"]
+
+
+def test_the_model_cannot_show_a_shape_reaches_a_ceiling_that_is_a_lower_bound(disk_classes):
+    """No synthetic-input point and a rate still rising at 16 vCPUs: the ceiling is held at the best
+    measurement, a lower bound. An instance with more vCPUs keeps its measured floor's figure; one
+    only the model judges (a slower disk than any measured) meets at the optimistic end at most."""
+    rates = {(v, ram, "local-nvme"): _passes(100.0 * v) for v in (2, 4, 8, 16) for ram in (16.0, 32.0, 64.0)}
+    fit = _fit(shape_points(rates, ceiling=None), disk_classes)
+    assert fit.params["gpu_ceiling"].bound == "lower" and fit.ceiling == pytest.approx(1600.0, rel=0.02)
+    catalog = [row("t-32", 32, 128.0, 4.0, disks=("local-nvme", "ssd"))]
+    rec = recommend(fit, catalog, GPU, disk_classes=disk_classes)
+    assert rec.model_trusted
+    nvme, ssd = _option(rec, "t-32", "local-nvme"), _option(rec, "t-32", "ssd")
+    assert nvme.basis == "measured floor" and nvme.measured_shape.startswith("16 vCPU")
+    assert ssd.basis == "model" and ssd.model_predicted >= 0.95 * fit.ceiling
+    assert not ssd.meets and ssd.meets_optimistic
+    assert "a lower bound, which the model can show a shape falls short of, not reaches" in ssd.reason

@@ -189,10 +189,13 @@ def plan_lines(plan: dict[str, Any], adaptive: bool = False) -> list[str]:
 
 def adaptive_line(outline: dict[str, Any]) -> str:
     """An adaptive sweep's dry run: the table is the grid it chooses from, and this is what it may take."""
-    each = "; ".join(f"{e['workload']}: at most {e['at_most']} of {e['grid_shapes']}" for e in outline["entries"])
-    cap = f"--max-points {outline['max_points']}" if outline["max_points"] else "one per shape, no --max-points"
-    return (f"adaptive: measures the grid above one shape at a time where the answer can still change, and stops "
-            f"when it cannot ({cap}; {each}): [bold]{outline['at_most']}[/] at most, measuring only")
+    each = "; ".join(f"{e['workload']}: at most {e['at_most']} measurements of {e['grid_shapes']} shapes"
+                     for e in outline["entries"])
+    cap = f"--max-points {outline['max_points']}" if outline["max_points"] else "no --max-points"
+    passes = outline["passes"]
+    return (f"adaptive: measures the grid above one shape at a time where the answer can still change, each "
+            f"{passes} time{'s' if passes > 1 else ''}, and stops when it cannot ({cap}; {each}): "
+            f"[bold]{outline['at_most']}[/] at most, measuring only")
 
 
 def render_dry_run(data: dict[str, Any]) -> None:
@@ -316,7 +319,8 @@ Passes = Annotated[Optional[int], typer.Option(
     help="Measure every shape this many times, each pass in another order (the first shuffled, the second "
          "its reverse, later ones shuffled anew); the model and the report take each shape's median. For "
          "hosts whose speed drifts over minutes (shared VMs). Default on a GPU: 2 and --refine 3 on a virtual "
-         "machine or where the start calibration spreads by more than 10%, else 1; without a GPU: 1.")]
+         "machine or where the start calibration spreads by more than 10%, else 1; without a GPU: 1. With "
+         "--strategy adaptive: the measurements of each shape it takes (default 2).")]
 GpuCounts = Annotated[Optional[str], typer.Option(
     "--gpus",
     help="GPU counts of the shapes, e.g. 1,2,4 (default 1): training runs data-parallel, inference and "
@@ -349,13 +353,15 @@ Interference = Annotated[Optional[int], typer.Option(
 Strategy = Annotated[str, typer.Option(
     "--strategy",
     help="grid: measure every shape of the grid. adaptive: per workload, start from a few shapes (the GPU "
-         "ceiling, the largest and smallest vCPU counts on the fastest and slowest disk), then measure one "
-         "shape at a time where the recommendation or the knee can still change, and stop when they hold "
-         "at both ends of the ranges (docs/design.md, \"Adaptive sweeps\").")]
+         "ceiling, the largest and smallest vCPU counts on the fastest and slowest disk), then take one "
+         "shape at a time where the recommendation or the knee can still change, each measured --passes "
+         "times (default 2), and stop when they hold at both ends of the ranges (docs/design.md, "
+         "\"Adaptive sweeps\").")]
 MaxPoints = Annotated[Optional[int], typer.Option(
     "--max-points",
     metavar="N",
-    help="With --strategy adaptive: measure at most N points per workload (its GPU ceiling included).")]
+    help="With --strategy adaptive: measure at most N points per workload (its GPU ceiling included); a "
+         "shape is taken only where all its passes fit.")]
 
 
 def vcpu_levels(vcpus: str | None, vcpus_per_gpu: str | None) -> list[int] | None:

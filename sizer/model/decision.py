@@ -8,6 +8,11 @@ ceiling comes with its range at the confidence level (`uncertainty`); a figure t
 vCPU count nobody measured also carries the model's own held-out error there (`level_error`), and
 its pessimistic end never falls below the measured floor. That error moves the CPU and disk terms,
 never the ceiling: a share of the ceiling holds it fixed, so a shape bound by the GPU is at 100% of it.
+
+A ceiling that is only a lower bound (held at the best measurement: no measured shape was bound by
+it) gives the model nothing to reach: the model's figure can show that a shape falls short of it,
+never that it reaches it. Above a measured floor the floor's figure stands, and a shape only the
+model judges meets the tolerance at the optimistic end at most.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import numpy as np
 
 from sizer.model.evidence import DiskCaps, Evidence, MeasuredShape, disk_caps, evidence_for
 from sizer.model.level_error import vcpu_band, widen
-from sizer.model.tolerance import meets_tolerance, model_trusted
+from sizer.model.tolerance import meets_tolerance, model_trusted, trust_words
 from sizer.model.types import Prediction, WorkloadFit
 from sizer.model.uncertainty import FitDraws, anchored_range, band_moves, fit_draws, model_draws, open_high
 
@@ -46,6 +51,16 @@ class ShapeFigure:
         return self.basis != "not judged"
 
 
+def fit_trusted(fit: WorkloadFit, tolerance: float) -> bool:
+    """Whether the fit's model is trusted (`model_trusted`: its held-out shapes and their largest error)."""
+    return model_trusted(fit.loo_max_ape, tolerance, len(fit.loo))
+
+
+def untrusted_words(fit: WorkloadFit, tolerance: float) -> str:
+    """Why the fit's model is not trusted, in words."""
+    return trust_words(fit.loo_max_ape, tolerance, len(fit.loo))
+
+
 def shape_figure(fit: WorkloadFit, draws: FitDraws, predicted: Prediction, evidence: Evidence | None,
                  trusted: bool, confidence: float, band: float = 0.0) -> ShapeFigure:
     """The decision's figure for a shape the model predicts as `predicted`, with the measured
@@ -59,7 +74,7 @@ def shape_figure(fit: WorkloadFit, draws: FitDraws, predicted: Prediction, evide
         rate, samples = model, model_draws(draws, predicted)
     else:
         floor = np.max(draws.rates[:, list(evidence.contained)], axis=1)
-        if evidence.beyond and trusted and model >= evidence.figure:
+        if evidence.beyond and trusted and model >= evidence.figure and not draws.gpu_open:
             basis, rate, samples = "model above measured floor", model, np.maximum(model_draws(draws, predicted), floor)
             floor_end = anchored_range(evidence.figure, floor, confidence)[0]
         else:
@@ -107,7 +122,7 @@ class Judge:
         """`trusted` None: whether the fit's held-out error trusts the model."""
         draws = fit_draws(fit)
         caps = {s.disk_class: disk_caps(fit, table, s.disk_class) for s in draws.shapes}
-        trusted = model_trusted(fit.loo_max_ape, tolerance) if trusted is None else trusted
+        trusted = fit_trusted(fit, tolerance) if trusted is None else trusted
         return cls(fit, table, draws, caps, trusted, tolerance, confidence, measurements)
 
     def figure(self, predicted: Prediction, vcpus: float, ram_gib: float, disk_class: str, gpus: int) -> ShapeFigure:
@@ -120,6 +135,9 @@ class Judge:
         return shape_figure(self.fit, self.draws, predicted, found, self.trusted, self.confidence, band)
 
     def meets(self, figure: ShapeFigure, optimistic: bool = False) -> bool:
-        """Whether a judged figure is within tolerance of the ceiling at the pessimistic (or optimistic) end."""
+        """Whether a judged figure is within tolerance of the ceiling at the pessimistic (or optimistic)
+        end; the model's figure against a ceiling that is only a lower bound, at the optimistic end only."""
+        if figure.basis == "model" and self.draws.gpu_open and not optimistic:
+            return False
         share = figure.share_optimistic if optimistic else figure.share_pessimistic
         return figure.judged and meets_tolerance(share, 1.0, self.tolerance)

@@ -22,14 +22,16 @@ if TYPE_CHECKING:  # the model loads scipy: only when a report is built
 
 def model_trust(fit: Any, tolerance: float) -> dict[str, Any]:
     """Whether the model is trusted to predict shapes nobody measured, and why."""
-    from sizer.model.tolerance import TRUST_FACTOR, model_trusted
+    from sizer.model.decision import fit_trusted, untrusted_words
+    from sizer.model.tolerance import MIN_HELD_OUT, TRUST_FACTOR
 
     held_out = finite_number(getattr(fit, "loo_max_ape", None))
-    trusted = model_trusted(held_out, tolerance)
+    trusted = fit_trusted(fit, tolerance)
     note = None if trusted else (
-        f"Model not trusted: it misses held-out shapes by up to {held_out:.0%}, more than {TRUST_FACTOR:g} times "
-        f"the {tolerance:.0%} tolerance. Instances are judged from the measured shapes they contain only.")
-    return {"trusted": trusted, "held_out_max": held_out, "limit": TRUST_FACTOR * tolerance, "note": note}
+        f"Model not trusted: {untrusted_words(fit, tolerance)}. Instances are judged from the measured shapes "
+        "they contain only.")
+    return {"trusted": trusted, "held_out_max": held_out, "held_out_shapes": len(fit.loo),
+            "min_held_out": MIN_HELD_OUT, "limit": TRUST_FACTOR * tolerance, "note": note}
 
 
 def knee_range_summary(fit: Any, draws: FitDraws, tolerance: float, confidence: float, ram_gib: float,

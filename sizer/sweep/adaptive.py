@@ -2,11 +2,14 @@
 
 A grid sweep measures every shape of workloads x vCPUs x RAM x disk classes. An adaptive sweep
 measures, per workload entry, one shape at a time from the same grid, chosen from what is stored so
-far (`AdaptiveChooser.step`):
+far (`AdaptiveChooser.step`). Each shape it takes is measured `passes` times (default 2) back to
+back, as a grid's passes measure it, and judged on their median: one measurement of a shared host
+can come at any of its speeds. A shape is taken only where all its passes fit the budget, so a
+larger budget or a resumed sweep takes the same shapes in the same order.
 
-1. the start: the GPU ceiling (where the entry has one and it bounds the entry), then the largest
-   and the smallest vCPU count at the largest RAM on the fastest disk, and the two largest vCPU
-   counts at the smallest RAM on the slowest disk (two levels: a fit that holds out one level,
+1. the start: the GPU ceiling (once, where the entry has one and it bounds the entry), then the
+   largest and the smallest vCPU count at the largest RAM on the fastest disk, and the two largest
+   vCPU counts at the smallest RAM on the slowest disk (two levels: a fit that holds out one level,
    as the model's own error at unmeasured counts does, still sees the slow disk);
 2. then, fitted on what is measured, the first that applies:
    - the vCPU levels inside the knee's range (and the level on either side of it) at the largest
@@ -16,19 +19,19 @@ far (`AdaptiveChooser.step`):
      judges it, the model is not trusted, and the model's figure meets): the largest grid shape the
      option contains, where it is not measured yet (the floor the decision would use); where it
      contains none (the model alone judges it), a shape bound as the option is;
-   - where the pick turns on whether the model is trusted (its held-out error against the limit,
-     `sizer.model.tolerance.model_trusted`): while it is not, the shape it predicts worst held out,
-     measured a second time (as `--refine` does); while it is and fewer than MIN_HELD_OUT shapes
-     were held out, or while the fit has fewer than MIN_SPARE_SHAPES real shapes beyond its free
-     parameters, a shape at a vCPU count not measured yet, farthest from the measured shapes;
+   - where the pick turns on whether the model is trusted (`sizer.model.tolerance.model_trusted`):
+     while it was held out at fewer shapes than trust needs, or while the fit has fewer than
+     MIN_SPARE_SHAPES real shapes beyond its free parameters, a shape at a vCPU count not measured
+     yet, farthest from the measured shapes; where its held-out error failed it, the shape it
+     predicts worst held out, measured once more than the passes (as `--refine` does);
    - the shape whose range (what a measurement there would read,
      `sizer.model.uncertainty.model_range`) straddles the tolerance line widest, else the widest.
 
 It stops when the answer is settled: the start is measured, none of the conditions above asks for
 a shape, the pick is the same at both ends of the ranges (`Recommendation.optimistic` is None),
-and the last measurement changed neither the pick (instance and disk class) nor moved the knee out
-of the range it had before. It stops too at `max_points` measurements of the entry, or when every
-shape has been measured and no rule asks for one again.
+and the last shape measured changed neither the pick (instance and disk class) nor moved the knee
+out of the range it had before. It stops too where the next shape's passes do not fit `max_points`
+measurements of the entry, or when every shape has been measured and no rule asks for one again.
 
 The choice is a function of the stored measurements in the order they were taken: a resumed sweep
 makes the same choices. Nothing is measured here.
@@ -49,9 +52,7 @@ from sizer.points import Point
 from sizer.shapes import InstanceShape, PlannedPoint, shape_key
 
 MIN_SPARE_SHAPES = 2  # real shapes beyond the fit's free parameters before the answer can settle
-# Held-out shapes that settle a pick resting on trust in the model: on shared GPU hosts the largest
-# held-out error of a third of a 30-shape grid crossed the trust limit about as often as the whole grid's.
-MIN_HELD_OUT = 12
+DEFAULT_PASSES = 2  # measurements of each shape taken, as a grid's passes
 
 # Why an adaptive sweep stopped measuring an entry (`Step.stopped`).
 STOP_STABLE = "stable"
@@ -64,8 +65,8 @@ STOP_REASONS = (STOP_STABLE, STOP_MAX_POINTS, STOP_EXHAUSTED, STOP_TIME)
 @dataclass(frozen=True)
 class AdaptiveTerms:
     """What the answer is judged against, as the report judges it: the target GPU's catalog rows,
-    the disk-class table, the tolerance and the confidence level; and the budget of measurements
-    per workload entry (None: no cap but the grid's)."""
+    the disk-class table, the tolerance and the confidence level; the budget of measurements per
+    workload entry (None: no cap but the grid's); and the measurements of each shape taken."""
 
     catalog: tuple[InstanceType, ...]
     gpu: str
@@ -73,6 +74,7 @@ class AdaptiveTerms:
     tolerance: float = 0.05
     confidence: float = DEFAULT_CONFIDENCE
     max_points: int | None = None
+    passes: int = DEFAULT_PASSES
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,7 @@ class AdaptiveChooser:
         self.workload = self.candidates[0].workload
         self.real = [p for p in self.candidates if not p.ceiling]
         self.ceiling = next((p for p in self.candidates if p.ceiling and _ceiling_bounds(self.real)), None)
+        self._real_by_key = {p.key: p for p in self.real}
         self._memo: dict[tuple, _Fitted | None] = {}
 
     # ------------------------------------------------------------------ the grid
@@ -205,18 +208,51 @@ class AdaptiveChooser:
         """The next point to measure given the entry's stored (key, point) pairs in the order they
         were measured, or the reason to stop."""
         counts = shape_counts(measured)
-        if self.terms.max_points is not None and len(measured) >= self.terms.max_points:
-            return Step(None, f"{len(measured)} points measured, the most allowed", self._answer(measured), STOP_MAX_POINTS)
+        cap = self.terms.max_points
+        if cap is not None and len(measured) >= cap:
+            return self._stop_at_cap(measured)
+        begun = self._next_pass_of_begun(measured, counts)
+        if begun is not None:
+            return begun
+        step = self._start_step(counts)
+        if step is None:
+            fitted = self._fitted(measured)
+            if fitted is None:
+                step = self._first_unmeasured(counts, None, "no usable measurement yet")
+            else:
+                settled = self._settled(measured, fitted, counts)
+                if settled:
+                    return Step(None, settled, fitted.answer, STOP_STABLE)
+                step = self._choose(fitted, measured, counts)
+        if step.point is not None and cap is not None and len(measured) + self._cost(step.point, counts) > cap:
+            return self._stop_at_cap(measured)
+        return step
+
+    def _stop_at_cap(self, measured: Sequence[tuple[str, Point]]) -> Step:
+        return Step(None, f"{len(measured)} points measured; the next shape's {self.terms.passes} passes would pass "
+                          f"the most allowed, {self.terms.max_points}", self._answer(measured), STOP_MAX_POINTS)
+
+    def _cost(self, point: PlannedPoint, counts: dict[str, int]) -> int:
+        """The measurements a point commits to: a new shape's passes (the ceiling: one), else one."""
+        return self.terms.passes if not point.ceiling and counts.get(point.key, 0) == 0 else 1
+
+    def _start_step(self, counts: dict[str, int]) -> Step | None:
+        """The start's next shape (see the module), None once every one is measured."""
         for point in self.start():
             if counts.get(point.key, 0) == 0:
                 return Step(point, "start: " + _start_words(point), None)
-        fitted = self._fitted(measured)
-        if fitted is None:
-            return self._first_unmeasured(counts, None, "no usable measurement yet")
-        settled = self._settled(measured, fitted, counts)
-        if settled:
-            return Step(None, settled, fitted.answer, STOP_STABLE)
-        return self._choose(fitted, measured, counts)
+        return None
+
+    def _next_pass_of_begun(self, measured: Sequence[tuple[str, Point]], counts: dict[str, int]) -> Step | None:
+        """The next pass of the last shape taken, until it has its passes (a shape measured again
+        by a rule is complete with that one measurement)."""
+        if not measured:
+            return None
+        key = shape_key(measured[-1][0])
+        point = self._real_by_key.get(key)
+        if point is None or not 0 < counts[key] < self.terms.passes:
+            return None
+        return Step(_next_pass(point, counts), f"pass {counts[key] + 1} of {self.terms.passes}", None)
 
     def _answer(self, measured: Sequence[tuple[str, Point]]) -> Answer | None:
         fitted = self._fitted(measured)
@@ -242,11 +278,11 @@ class AdaptiveChooser:
         return _Fitted(fit, answer, _undecided(rec), self._other_pick(fit))
 
     def _other_pick(self, fit: Any) -> tuple[str | None, str | None]:
-        """The pick were the model's held-out error on the other side of the trust limit: the fit
-        itself judged again, so what it computed once per fit is not computed again."""
-        from sizer.model.tolerance import model_trusted
+        """The pick under the other trust verdict: the fit itself judged again, so what it computed
+        once per fit is not computed again."""
+        from sizer.model.decision import fit_trusted
 
-        chosen = self._recommend(fit, trusted=not model_trusted(fit.loo_max_ape, self.terms.tolerance)).chosen
+        chosen = self._recommend(fit, trusted=not fit_trusted(fit, self.terms.tolerance)).chosen
         return (None, None) if chosen is None else (_instance_name(chosen), chosen.disk_class)
 
     def _recommend(self, fit: Any, trusted: bool | None = None) -> Any:
@@ -260,13 +296,13 @@ class AdaptiveChooser:
         """Why the answer is settled (see the module), or "" where it is not."""
         answer = fitted.answer
         if (not answer.stable or self._knee_levels(fitted, counts) or self._short_of_evidence(fitted)
-                or self._trust_open(fitted) or self._worst_held_out(fitted, counts) is not None):
+                or self._trust_pending(fitted) or self._worst_held_out(fitted, counts) is not None):
             return ""
-        before = self._answer(measured[:-1])
+        before = self._answer(_before_last_shape(measured))
         if before is None or before.pick != answer.pick or not answer.knee_within(before.knee_low, before.knee_high):
             return ""
         pick = "no option meets the tolerance" if answer.instance is None else f"{answer.instance} with {answer.disk_class}"
-        return (f"the answer holds at both ends of the ranges and did not move with the last point: {pick}, "
+        return (f"the answer holds at both ends of the ranges and did not move with the last shape: {pick}, "
                 f"knee {_knee_words(answer)}")
 
     @staticmethod
@@ -278,25 +314,29 @@ class AdaptiveChooser:
         return fit.loo_max_ape is None or len(fit.residuals) < free + MIN_SPARE_SHAPES
 
     @staticmethod
-    def _trust_open(fitted: _Fitted) -> bool:
-        """Whether the pick rests on a trust in the model that too few held-out shapes have tested:
-        the model is trusted, the pick would differ were it not, and fewer than MIN_HELD_OUT shapes
-        were held out."""
-        return fitted.answer.trusted and fitted.trust_decides and len(fitted.fit.residuals) < MIN_HELD_OUT
+    def _trust_pending(fitted: _Fitted) -> bool:
+        """Whether the pick turns on a trust verdict more shapes can still change: the pick would
+        differ were the model trusted, and it was held out at fewer shapes than trust needs."""
+        from sizer.model.tolerance import MIN_HELD_OUT
+
+        return fitted.trust_decides and len(fitted.fit.loo) < MIN_HELD_OUT
 
     def _worst_held_out(self, fitted: _Fitted, counts: dict[str, int]) -> PlannedPoint | None:
-        """Where the pick turns on a model that is not trusted: the shape it predicts worst held out,
-        measured once more while it has fewer than two measurements (as `--refine` does: a shape
-        measured at a slow or fast moment of a shared host moves to its median); None otherwise."""
-        if fitted.answer.trusted or not fitted.trust_decides:
+        """Where the pick turns on a model its held-out error failed: the shape it predicts worst
+        held out, measured once more than the passes (as `--refine` does: a shape measured at a slow
+        or fast moment of a shared host moves to its median); None otherwise."""
+        from sizer.model.tolerance import MIN_HELD_OUT
+
+        fit = fitted.fit
+        if fitted.answer.trusted or not fitted.trust_decides or len(fit.loo) < MIN_HELD_OUT:
             return None
-        errors = [(abs(predicted - p.throughput) / p.throughput, p) for p, predicted in fitted.fit.loo
+        errors = [(abs(predicted - p.throughput) / p.throughput, p) for p, predicted in fit.loo
                   if p.throughput > 0 and p.input != "synthetic"]
         if not errors:
             return None
         worst = max(errors, key=lambda ep: (ep[0], -ep[1].vcpus))[1]
         point = self._by_shape(worst.vcpus, worst.ram_gib, worst.disk_class)
-        if point is None or counts.get(point.key, 0) >= 2:
+        if point is None or counts.get(point.key, 0) > self.terms.passes:
             return None
         return _next_pass(point, counts)
 
@@ -313,7 +353,7 @@ class AdaptiveChooser:
         point = self._worst_held_out(fitted, counts)
         if point is not None:
             return Step(point, "the shape the model predicts worst held out, measured again", fitted.answer)
-        if self._short_of_evidence(fitted) or self._trust_open(fitted):
+        if self._short_of_evidence(fitted) or self._trust_pending(fitted):
             point = self._least_supported(counts)
             if point is not None:
                 return Step(point, "tests the model where no measured shape is near", fitted.answer)
@@ -431,6 +471,14 @@ def _ceiling_bounds(real: Sequence[PlannedPoint]) -> bool:
 def shape_counts(measured: Sequence[tuple[str, Any]]) -> dict[str, int]:
     """Measurements per shape, by the key of the shape's first pass."""
     return dict(Counter(shape_key(key) for key, _ in measured))
+
+
+def _before_last_shape(measured: Sequence[tuple[str, Any]]) -> Sequence[tuple[str, Any]]:
+    """The measurements before the last shape's run of passes began."""
+    end = len(measured)
+    while end > 0 and shape_key(measured[end - 1][0]) == shape_key(measured[-1][0]):
+        end -= 1
+    return measured[:end]
 
 
 def _next_pass(point: PlannedPoint, counts: dict[str, int]) -> PlannedPoint:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sizer.errors import SizerError
-from sizer.shapes import PlannedPoint, shape_key
-from sizer.sweep.adaptive import STOP_TIME, AdaptiveChooser, AdaptiveTerms, Step, shape_counts
+from sizer.shapes import MAX_PASSES, PlannedPoint, shape_key
+from sizer.sweep.adaptive import DEFAULT_PASSES, STOP_TIME, AdaptiveChooser, AdaptiveTerms, Step, shape_counts
 
 STRATEGIES = ("grid", "adaptive")
 RECORD_KEY = "adaptive"  # the key of the adaptive record in the sweep's calibration record
@@ -34,9 +34,11 @@ def check_strategy(strategy: str, max_points: int | None, passes: int | None, re
         if max_points is not None:
             raise SizerError("--max-points caps an adaptive sweep: give it with --strategy adaptive")
         return
-    if passes not in (None, 1) or refine not in (None, 0):
+    if passes is not None and not 1 <= passes <= MAX_PASSES:
+        raise SizerError(f"--passes wants 1 to {MAX_PASSES} measurements of each shape, got {passes}")
+    if refine not in (None, 0):
         raise SizerError("--strategy adaptive measures a shape again where that can change the answer: "
-                         "leave out --passes and --refine")
+                         "leave out --refine")
     if gpus and sorted(set(gpus)) != [1]:
         raise SizerError("--strategy adaptive sizes one GPU's shapes: leave out --gpus")
     if parallel not in (None, 1) or fleet is not None:
@@ -71,6 +73,18 @@ def plan_entries(points: list[PlannedPoint]) -> list[Entry]:
     return list(entries.values())
 
 
+def adaptive_passes(passes: int | None) -> int:
+    """The measurements an adaptive sweep takes of each shape: --passes, else DEFAULT_PASSES."""
+    return DEFAULT_PASSES if passes is None else passes
+
+
+def entry_most(entry: Entry, max_points: int | None, passes: int) -> int:
+    """The most measurements an adaptive sweep takes of an entry: every shape's passes (its GPU
+    ceiling once), or --max-points where fewer."""
+    grid = sum(1 if c.ceiling else passes for c in entry.candidates)
+    return grid if max_points is None else min(max_points, grid)
+
+
 def adaptive_terms(sweep: Any) -> AdaptiveTerms:
     """The target GPU (`--gpu`, else the host's, else the report's default) and its catalog rows, as
     the sweep's report will judge them."""
@@ -82,7 +96,7 @@ def adaptive_terms(sweep: Any) -> AdaptiveTerms:
     target, _ = target_gpu(opts.gpu, host_gpu_names(host[1] if host else None))
     catalog = tuple(target_catalog(target, opts.gpu, opts.catalog_files))
     return AdaptiveTerms(catalog, target, sweep.plan.disk_table, confidence=opts.confidence,
-                         max_points=opts.max_points)
+                         max_points=opts.max_points, passes=adaptive_passes(opts.passes))
 
 
 def stored_pairs(sweep: Any, entry: Entry) -> list[tuple[str, Any]]:
@@ -97,7 +111,7 @@ def measure_adaptively(sweep: Any) -> None:
     """Each entry's adaptive loop on an opened, prepared sweep (`execute._SweepRun`)."""
     entries = plan_entries(sweep.plan.points)
     terms = adaptive_terms(sweep)
-    most = sum(min(terms.max_points or len(e.candidates), len(e.candidates)) for e in entries)
+    most = sum(entry_most(e, terms.max_points, terms.passes) for e in entries)
     stored = {e.label: len(stored_pairs(sweep, e)) for e in entries}
     sweep.completed = sum(stored.values())
     sweep.bar.grow(max(most, sweep.completed) - sweep.bar.total)

@@ -76,19 +76,20 @@ def plan_outline(plan: SweepPlan, calibrate: bool) -> dict[str, Any]:
 
 def adaptive_outline(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any] | None:
     """What an adaptive sweep may measure of the planned grid: per workload entry, the grid's shapes
-    and the most measurements it takes (`--max-points`, which may measure a shape again; else one per
-    shape), and what that costs at most. None for a grid sweep."""
+    and the most measurements it takes (each shape's passes, or `--max-points` where fewer), and
+    what that costs at most. None for a grid sweep."""
     if opts.strategy != "adaptive":
         return None
-    from sizer.sweep.adaptive_run import plan_entries
+    from sizer.sweep.adaptive_run import adaptive_passes, entry_most, plan_entries
 
+    passes = adaptive_passes(opts.passes)
     entries, seconds = [], 0.0
     for entry in plan_entries(plan.points):
-        at_most = opts.max_points or len(entry.candidates)
+        at_most = entry_most(entry, opts.max_points, passes)
         mean_s = sum(plan.estimate_point_s(p) for p in entry.candidates) / len(entry.candidates)
         seconds += at_most * mean_s
         entries.append({"workload": entry.label, "grid_shapes": len(entry.candidates), "at_most": at_most})
-    return {"max_points": opts.max_points, "entries": entries, "at_most_seconds": round(seconds, 1),
+    return {"max_points": opts.max_points, "passes": passes, "entries": entries, "at_most_seconds": round(seconds, 1),
             "at_most": about_minutes(seconds)}
 
 

@@ -386,7 +386,10 @@ def _plan_identity(
     if opts.vcpus_per_gpu:
         config["vcpus_per_gpu"] = True
     if opts.strategy != "grid":  # an adaptive sweep of a grid is not that grid's sweep (--max-points is a budget)
+        from sizer.sweep.adaptive_run import adaptive_passes
+
         config["strategy"] = opts.strategy
+        config["adaptive_passes"] = adaptive_passes(opts.passes)
     return config
 
 
@@ -413,7 +416,7 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     backend, notes = _limit_backend(opts.limits)
     budget = _time_budget(opts, profile)
     vm = hypervisor() if profile == "gpu" and opts.passes is None else None  # only a GPU host's passes follow it
-    # An adaptive sweep measures a shape again where that decides the answer, not in passes.
+    # An adaptive sweep plans each shape once and measures its passes as it takes it (adaptive_run).
     chosen = (defaults.Passes(1, 0) if opts.strategy == "adaptive"
               else defaults.choose_passes(opts.passes, opts.refine, profile, vm))
     _check_refine(chosen)
