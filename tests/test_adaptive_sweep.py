@@ -68,6 +68,7 @@ def test_a_stopped_adaptive_sweep_resumes_with_the_same_choices(cli, tmp_path):
     record = whole["adaptive"]["cpu-spin"]
     assert record["stopped"] == "max points" and record["points"] == 4
     assert len(record["measured"]) + len(record["predicted"]) == 6
+    assert [m["measurements"] for m in record["measured"]] == [2, 2]  # each shape taken in two passes
 
     first = sweep("cut.sqlite", "--max-points", "2")
     assert first["adaptive"]["cpu-spin"]["stopped"] == "max points"

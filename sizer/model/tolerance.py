@@ -29,7 +29,7 @@ TRUST_FACTOR = 2.0
 MIN_HELD_OUT = 12
 
 
-def model_trusted(held_out_max: float | None, tolerance: float, held_out: int = MIN_HELD_OUT) -> bool:
+def model_trusted(held_out_max: float | None, tolerance: float, held_out: int) -> bool:
     """Whether a model predicts unmeasured shapes well enough to size from: tested on at least
     MIN_HELD_OUT held-out shapes (`held_out`), and its largest held-out error is at most
     `TRUST_FACTOR` tolerances (unknown: not trusted)."""
@@ -38,7 +38,10 @@ def model_trusted(held_out_max: float | None, tolerance: float, held_out: int = 
 
 def trust_words(held_out_max: float | None, tolerance: float, held_out: int) -> str:
     """Why a model is not trusted, in words (see `model_trusted`)."""
-    if held_out_max is None or held_out < MIN_HELD_OUT:
-        return f"it was tested on {held_out} held-out shapes, fewer than the {MIN_HELD_OUT} that trust needs"
+    if held_out_max is None:
+        return f"no shape could be held out to test it (trust needs {MIN_HELD_OUT})"
+    if held_out < MIN_HELD_OUT:
+        return (f"it was tested on {held_out} held-out shapes, fewer than the {MIN_HELD_OUT} that trust needs "
+                f"(it misses them by up to {held_out_max:.0%})")
     return (f"it misses held-out shapes by up to {held_out_max:.0%}, more than {TRUST_FACTOR:g} times the "
             f"{tolerance:.0%} tolerance")
