@@ -463,11 +463,13 @@ def _rejected_cheaper(considered: list[Option], chosen: Option, table: dict[str,
 
 
 def _no_choice(sizing: _Sizing, considered: list[Option], gpu: str) -> tuple[Option | None, str]:
-    """Where no priced option meets the bound: the fastest priced option, if any, and why none was chosen."""
+    """Where no priced option meets the bound: the fastest priced option, if any (of those judged,
+    where the model is not trusted and some are), and why none was chosen."""
     fit = sizing.fit
     priced = [o for o in considered if o.price_per_gpu_hour is not None and o.bottleneck != "gpu-memory"]
     if priced:
-        closest = max(priced, key=lambda o: (round(o.predicted, 6), -_cents(o), -o.instance.gpu_count))
+        judged = [o for o in priced if o.basis != "not judged"] or priced
+        closest = max(judged, key=lambda o: (round(o.predicted, 6), -_cents(o), -o.instance.gpu_count))
         return closest, (f"no {gpu} instance in the catalog reaches {1 - sizing.tolerance:.0%} of the "
                          f"{fit.ceiling_name} ({_fmt(fit.ceiling)} {fit.unit}); the fastest, "
                          f"{closest.instance.instance_type} with a {closest.disk_class} disk, is predicted at "

@@ -427,3 +427,16 @@ def test_the_model_cannot_show_a_shape_reaches_a_ceiling_that_is_a_lower_bound(d
     assert ssd.basis == "model" and ssd.model_predicted >= 0.95 * fit.ceiling
     assert not ssd.meets and ssd.meets_optimistic
     assert "a lower bound, which the model can show a shape falls short of, not reaches" in ssd.reason
+
+
+def test_with_no_pick_the_closest_option_is_one_a_measurement_judges(disk_classes):
+    """The model is not trusted (8 shapes held out) and nothing meets: the closest option named is
+    the fastest that a measured shape judges, not a faster one only the untrusted model speaks for."""
+    few = _fit(_gpu_bound_from_8((2, 4, 8, 16), (32.0,)), disk_classes)
+    catalog = [row("t-16small", 16, 16.0, 2.0), row("t-4big", 4, 64.0, 1.0)]
+    rec = recommend(few, catalog, GPU, disk_classes=disk_classes)
+    assert rec.chosen is None and not rec.model_trusted
+    assert _option(rec, "t-16small", "local-nvme").basis == "not judged"
+    assert _option(rec, "t-16small", "local-nvme").predicted > _option(rec, "t-4big", "local-nvme").predicted
+    assert rec.closest.instance.instance_type == "t-4big" and rec.closest.basis == "measured"
+    assert "the fastest, t-4big with a local-nvme disk" in rec.reason
