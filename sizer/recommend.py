@@ -396,7 +396,7 @@ def _restated(fit: WorkloadFit) -> bool:
 def _model_short_of_lower_bound(sizing: _Sizing, option: Option) -> bool:
     """Whether an option fails only because the model alone judges it against a ceiling that is a
     lower bound (`sizer.model.decision`), its figure meeting the tolerance."""
-    return (sizing.judge is not None and sizing.judge.draws.gpu_open and option.basis == "model"
+    return (sizing.judge is not None and sizing.judge.short_of_lower_bound(option.basis)
             and not option.meets and option.predicted > 0 and sizing.meets(option.predicted))
 
 

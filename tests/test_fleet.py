@@ -136,7 +136,13 @@ def test_the_fleet_store_reports_as_a_local_sweep_of_the_same_points(fleet_run, 
     head = mine["cpu-spin on host:head"]
     (alone,) = json.loads((tmp_path / "local" / "results.json").read_text())["workloads"]
     assert alone["workload"] == "cpu-spin" and alone["sized"] and head["sized"]
-    assert head["recommendation"]["chosen"]["instance_type"] == alone["recommendation"]["chosen"]["instance_type"]
+    # Two one-pass shapes hold out too few for trust: each answer rests on its measured floor, whose
+    # pessimistic end moves with this shared host's load. The pick at the optimistic end rests on the
+    # measured medians: the same shapes give the same one.
+    head_rec, alone_rec = head["recommendation"], alone["recommendation"]
+    assert not head_rec["model_trusted"] and not alone_rec["model_trusted"]
+    assert ((head_rec["optimistic"] or head_rec["chosen"])["instance_type"]
+            == (alone_rec["optimistic"] or alone_rec["chosen"])["instance_type"])
     assert [p["vcpus"] for p in head["points"]] == [p["vcpus"] for p in alone["points"]] == [1, 2]
     fleet_points = sorted((p["key"], p) for p in stored_points(root / "fleet.sqlite")
                           if p["config"]["fleet"]["target"] == "host:head")

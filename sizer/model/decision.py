@@ -134,10 +134,15 @@ class Judge:
         band = vcpu_band(self.fit, vcpus, self.confidence) if self.trusted else 0.0
         return shape_figure(self.fit, self.draws, predicted, found, self.trusted, self.confidence, band)
 
+    def short_of_lower_bound(self, basis: str) -> bool:
+        """Whether a figure of this basis is the model's against a ceiling that is only a lower bound,
+        which it can show a shape falls short of, never reaches (see the module)."""
+        return basis == "model" and self.draws.gpu_open
+
     def meets(self, figure: ShapeFigure, optimistic: bool = False) -> bool:
         """Whether a judged figure is within tolerance of the ceiling at the pessimistic (or optimistic)
         end; the model's figure against a ceiling that is only a lower bound, at the optimistic end only."""
-        if figure.basis == "model" and self.draws.gpu_open and not optimistic:
+        if self.short_of_lower_bound(figure.basis) and not optimistic:
             return False
         share = figure.share_optimistic if optimistic else figure.share_pessimistic
         return figure.judged and meets_tolerance(share, 1.0, self.tolerance)

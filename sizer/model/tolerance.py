@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sizer.confidence import DEFAULT_CONFIDENCE, check_confidence
 
-__all__ = ["DEFAULT_CONFIDENCE", "MIN_HELD_OUT", "TRUST_FACTOR", "check_confidence", "meets_tolerance", "model_trusted",
+__all__ = ["DEFAULT_CONFIDENCE", "MIN_HELD_OUT", "TRUST_FACTOR", "check_confidence", "enough_held_out", "meets_tolerance",
+           "model_trusted",
            "tolerance_target"]
 
 # A prediction this close below the target (relative) still meets it: rounding, not a shortfall.
@@ -29,18 +30,23 @@ TRUST_FACTOR = 2.0
 MIN_HELD_OUT = 12
 
 
+def enough_held_out(held_out: int) -> bool:
+    """Whether a model was tested on enough held-out shapes to be trusted (MIN_HELD_OUT)."""
+    return held_out >= MIN_HELD_OUT
+
+
 def model_trusted(held_out_max: float | None, tolerance: float, held_out: int) -> bool:
-    """Whether a model predicts unmeasured shapes well enough to size from: tested on at least
-    MIN_HELD_OUT held-out shapes (`held_out`), and its largest held-out error is at most
+    """Whether a model predicts unmeasured shapes well enough to size from: tested on enough
+    held-out shapes (`held_out`, `enough_held_out`), and its largest held-out error is at most
     `TRUST_FACTOR` tolerances (unknown: not trusted)."""
-    return held_out_max is not None and held_out >= MIN_HELD_OUT and held_out_max <= TRUST_FACTOR * tolerance
+    return held_out_max is not None and enough_held_out(held_out) and held_out_max <= TRUST_FACTOR * tolerance
 
 
 def trust_words(held_out_max: float | None, tolerance: float, held_out: int) -> str:
     """Why a model is not trusted, in words (see `model_trusted`)."""
     if held_out_max is None:
         return f"no shape could be held out to test it (trust needs {MIN_HELD_OUT})"
-    if held_out < MIN_HELD_OUT:
+    if not enough_held_out(held_out):
         return (f"it was tested on {held_out} held-out shapes, fewer than the {MIN_HELD_OUT} that trust needs "
                 f"(it misses them by up to {held_out_max:.0%})")
     return (f"it misses held-out shapes by up to {held_out_max:.0%}, more than {TRUST_FACTOR:g} times the "

@@ -317,18 +317,18 @@ class AdaptiveChooser:
     def _trust_pending(fitted: _Fitted) -> bool:
         """Whether the pick turns on a trust verdict more shapes can still change: the pick would
         differ were the model trusted, and it was held out at fewer shapes than trust needs."""
-        from sizer.model.tolerance import MIN_HELD_OUT
+        from sizer.model.tolerance import enough_held_out
 
-        return fitted.trust_decides and len(fitted.fit.loo) < MIN_HELD_OUT
+        return fitted.trust_decides and not enough_held_out(len(fitted.fit.loo))
 
     def _worst_held_out(self, fitted: _Fitted, counts: dict[str, int]) -> PlannedPoint | None:
         """Where the pick turns on a model its held-out error failed: the shape it predicts worst
         held out, measured once more than the passes (as `--refine` does: a shape measured at a slow
         or fast moment of a shared host moves to its median); None otherwise."""
-        from sizer.model.tolerance import MIN_HELD_OUT
+        from sizer.model.tolerance import enough_held_out
 
         fit = fitted.fit
-        if fitted.answer.trusted or not fitted.trust_decides or len(fit.loo) < MIN_HELD_OUT:
+        if fitted.answer.trusted or not fitted.trust_decides or not enough_held_out(len(fit.loo)):
             return None
         errors = [(abs(predicted - p.throughput) / p.throughput, p) for p, predicted in fit.loo
                   if p.throughput > 0 and p.input != "synthetic"]
