@@ -55,6 +55,9 @@ class Option:
     share_pessimistic: float | None = None
     share_optimistic: float | None = None
     meets_optimistic: bool = False
+    # Its page cache holds the dataset (`WorkloadFit.holds_dataset`): past the first pass its disk is
+    # not read, so a shape measured on a faster disk judges it.
+    dataset_cached: bool = False
     # A multi-GPU row: its per-GPU rate's factor for the GPU count (sizer.model.scaling), and what that assumes.
     gpu_efficiency: float = 1.0
     scaling_note: str = ""
@@ -319,6 +322,7 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
                     share.vcpus, share.memory_gib, share.price, bw, gpu_efficiency=share.efficiency,
                     scaling_note=share.scaling_note)
     if figure is not None and sizing.judge is not None:
+        option.dataset_cached = sizing.judge.measurements and sizing.fit.holds_dataset(share.cache_ram_gib)
         _add_figure(option, figure, sizing.judge)
         if option.model_predicted is not None:
             option.model_predicted *= share.efficiency
@@ -371,7 +375,14 @@ def _range_text(option: Option) -> str:
     span = f" ({min(low, high):.0%} to {max(low, high):.0%})" if f"{low:.0%}" != f"{high:.0%}" else ""
     if option.basis == "not judged":
         return f"{span}, not judged: no measured shape it contains, and the model is not trusted"
-    return span + (f", measured at {option.measured_shape}" if option.measured_shape else "")
+    return span + (f", measured at {option.measured_shape}{_cached_words(option)}" if option.measured_shape else "")
+
+
+def _cached_words(option: Option) -> str:
+    """Why a shape measured on another disk judges the option: its page cache holds the dataset."""
+    if not option.dataset_cached or option.measured_shape.endswith(f"/ {option.disk_class}"):
+        return ""
+    return " (its page cache holds the dataset: its own disk is read in the first pass only)"
 
 
 def _figure_reason(option: Option, confidence: float) -> str:
@@ -379,8 +390,8 @@ def _figure_reason(option: Option, confidence: float) -> str:
     low, high = option.share_pessimistic, option.share_optimistic
     if low is None or high is None:
         return ""
-    basis = {"measured": f"measured at {option.measured_shape}",
-             "measured floor": f"at least as measured at {option.measured_shape}",
+    basis = {"measured": f"measured at {option.measured_shape}{_cached_words(option)}",
+             "measured floor": f"at least as measured at {option.measured_shape}{_cached_words(option)}",
              "model above measured floor": "the model's prediction beyond the measured vCPUs"}.get(option.basis,
                                                                                                  "the model's prediction")
     upto = f" (up to {max(low, high):.0%})" if f"{low:.0%}" != f"{high:.0%}" else ""

@@ -143,13 +143,15 @@ def test_the_same_stored_points_give_the_same_choices(grid):
         assert resumed.point is not None and resumed.point.key == first[cut][0]
 
 
-def _option(disk: str, price: float, meets: bool, optimistic: bool, basis: str, predicted: float):
+def _option(disk: str, price: float, meets: bool, optimistic: bool, basis: str, predicted: float,
+            dataset_cached: bool = False):
     from types import SimpleNamespace
 
     instance = SimpleNamespace(gpu_count=1, instance_type=f"g-{disk}", cloud="test")
     return SimpleNamespace(instance=instance, disk_class=disk, price_per_gpu_hour=price, meets=meets,
                            meets_optimistic=optimistic, basis=basis, predicted=predicted, share_vcpus=26.0,
-                           share_memory_gib=234.0, disk_mbps=DISK_MBPS[disk], bottleneck="gpu")
+                           share_memory_gib=234.0, disk_mbps=DISK_MBPS[disk], bottleneck="gpu",
+                           dataset_cached=dataset_cached)
 
 
 def test_an_option_only_the_untrusted_model_judges_is_open_where_its_figure_meets():
@@ -173,3 +175,11 @@ def test_an_open_option_is_told_by_the_largest_shape_it_contains_measured_once(g
     largest = chooser._telling(option, {})
     assert (largest.shape.vcpus, largest.shape.ram_gib, largest.shape.disk_class) == (16, 32.0, "standard")
     assert largest.pass_no == 1 and chooser._telling(option, {largest.key: 1}) is None
+
+
+def test_an_option_whose_page_cache_holds_the_dataset_is_told_by_a_shape_on_any_disk(grid):
+    """Its disk is not read past the first pass, so the largest shape it contains may be on a faster disk."""
+    chooser = AdaptiveChooser(grid, _terms())
+    option = _option("standard", 5.0, False, False, "not judged", CEILING, dataset_cached=True)
+    largest = chooser._telling(option, {})
+    assert (largest.shape.vcpus, largest.shape.ram_gib, largest.shape.disk_class) == (16, 32.0, "local-nvme")

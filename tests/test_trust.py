@@ -440,3 +440,34 @@ def test_with_no_pick_the_closest_option_is_one_a_measurement_judges(disk_classe
     assert _option(rec, "t-16small", "local-nvme").predicted > _option(rec, "t-4big", "local-nvme").predicted
     assert rec.closest.instance.instance_type == "t-4big" and rec.closest.basis == "measured"
     assert "the fastest, t-4big with a local-nvme disk" in rec.reason
+
+
+def _cached_dataset_points(reads_once: bool) -> list[Point]:
+    """Four shapes on local NVMe with 32 GiB of RAM, a 100 GiB dataset read in a first, cold pass."""
+    points = shape_points({(v, 32.0, "local-nvme"): _passes(min(1000.0, 150.0 * v)) for v in (2, 4, 8, 16)})
+    return [dataclasses.replace(p, footprint_gib=1.5, dataset_gib=100.0, reads_once=reads_once,
+                                extra={**p.extra, "epochs": 0.5}) for p in points]
+
+
+def test_a_page_cache_that_holds_the_dataset_lets_a_shape_measured_on_any_disk_judge(disk_classes):
+    """The model is not trusted (4 shapes held out). A job that reads its data again, on an instance
+    whose page cache holds the whole dataset, does not read its disk past the first pass: the shapes
+    measured on local NVMe judge its standard disk. With less RAM than the dataset, or a job that
+    reads each sample once, they do not."""
+    fit = _fit(_cached_dataset_points(reads_once=False), disk_classes)
+    assert not fit.reads_once and fit.holds_dataset(128.0) and not fit.holds_dataset(64.0)
+    catalog = [row("t-64", 16, 64.0, 2.0, disks=("standard",), nvme_gib=0.0),
+               row("t-128", 16, 128.0, 3.0, disks=("standard",), nvme_gib=0.0)]
+    rec = recommend(fit, catalog, GPU, disk_classes=disk_classes)
+    assert not rec.model_trusted
+    short, held = _option(rec, "t-64", "standard"), _option(rec, "t-128", "standard")
+    assert short.basis == "not judged" and not short.dataset_cached
+    assert held.basis == "measured" and held.dataset_cached and held.measured_shape == "16 vCPU / 32 GiB / local-nvme"
+    assert "its page cache holds the dataset: its own disk is read in the first pass only" in held.reason
+    assert _chosen(rec) == ("t-128", "standard")
+    assert "its page cache holds the dataset" in rec.reason
+
+    once = _fit(_cached_dataset_points(reads_once=True), disk_classes)
+    assert once.reads_once and not once.holds_dataset(128.0)
+    rec = recommend(once, catalog, GPU, disk_classes=disk_classes)
+    assert _option(rec, "t-128", "standard").basis == "not judged" and rec.chosen is None

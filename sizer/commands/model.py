@@ -163,6 +163,7 @@ def _option_dict(o: Any) -> dict[str, Any]:
         "share_pessimistic": o.share_pessimistic,
         "share_optimistic": o.share_optimistic,
         "meets_optimistic": o.meets_optimistic,
+        "dataset_cached": o.dataset_cached,
     }
 
 

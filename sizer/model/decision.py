@@ -130,7 +130,8 @@ class Judge:
         found = None
         if self.measurements:
             disk = disk_caps(self.fit, self.table, disk_class, gpus)
-            found = evidence_for(self.draws.shapes, self.caps, vcpus, ram_gib, disk, disk_class)
+            found = evidence_for(self.draws.shapes, self.caps, vcpus, ram_gib, disk, disk_class,
+                                 cached=self.fit.holds_dataset(ram_gib))
         band = vcpu_band(self.fit, vcpus, self.confidence) if self.trusted else 0.0
         return shape_figure(self.fit, self.draws, predicted, found, self.trusted, self.confidence, band)
 

@@ -87,6 +87,17 @@ class WorkloadFit:
         measured = self.params.get("gpu_ceiling")
         return "GPU ceiling" if self.uses_gpu and measured is not None and measured.source == "measured" else "ceiling"
 
+    def holds_dataset(self, cache_ram_gib: float) -> bool:
+        """Whether a page cache of `cache_ram_gib` (RAM as one GPU alone) holds the whole measured
+        dataset beside the workload's footprint (at the high end of its interval), for a job that
+        reads its samples again: past the first pass it reads nothing from its disk."""
+        dataset = self.value("measured_dataset_gib") or self.value("dataset_gib") or 0.0
+        footprint = self.params.get("footprint_gib")
+        if self.reads_once or dataset <= 0 or footprint is None:
+            return False
+        needed = (footprint.high if footprint.high is not None else footprint.value) + dataset
+        return cache_ram_gib >= needed
+
     def disk_mbps(self, disk_class: str) -> float | None:
         """Read bandwidth the model uses for a disk class; None = unthrottled (never binding)."""
         p = self.params.get(f"disk_{disk_class}_mbps")

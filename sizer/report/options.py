@@ -49,6 +49,7 @@ def option_row(option: Any, ceiling: float | None) -> dict[str, Any]:
         "share_pessimistic": significant(finite_number(getattr(option, "share_pessimistic", None)), 4),
         "share_optimistic": significant(finite_number(getattr(option, "share_optimistic", None)), 4),
         "meets_optimistic": bool(getattr(option, "meets_optimistic", False)),
+        "dataset_cached": bool(getattr(option, "dataset_cached", False)),
         # A multi-GPU row's per-GPU rate factor for its GPU count, and what it assumes (sizer.model.scaling).
         "gpu_efficiency": significant(finite_number(getattr(option, "gpu_efficiency", 1.0)), 4),
         "scaling_note": getattr(option, "scaling_note", "") or None,

@@ -513,11 +513,12 @@ def _priced_by(rec: Any, options: list[Any]) -> list[Any]:
 
 def _contains(option: Any, point: PlannedPoint, table: dict[str, DiskClass]) -> bool:
     """Whether an option (one GPU's share of a catalog row with a disk class) contains a grid
-    shape: at least its vCPUs and RAM, and its disk class or a slower one per GPU."""
+    shape: at least its vCPUs and RAM, and its disk class or a slower one per GPU, or any disk where
+    its page cache holds the dataset (`evidence`)."""
     shape: InstanceShape = point.shape
     if shape.vcpus > option.share_vcpus + 1e-9 or shape.ram_gib > option.share_memory_gib + 1e-6:
         return False
-    if shape.disk_class == option.disk_class and option.instance.gpu_count <= 1:
+    if option.dataset_cached or (shape.disk_class == option.disk_class and option.instance.gpu_count <= 1):
         return True
     mbps = option.disk_mbps
     return mbps is None or _disk_speed(shape.disk_class, table) <= mbps
