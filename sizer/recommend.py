@@ -18,6 +18,7 @@ Pure given its inputs: the fit, the catalog rows, the disk-class table.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -543,11 +544,9 @@ def _chosen_reason(chosen: Option, ceiling, unit, gpu, tolerance, rejected: list
     if inst.gpu_count > 1:
         parts.append(f"sized by its per-GPU share ({chosen.share_vcpus:g} vCPUs, {chosen.share_memory_gib:g} GiB)")
     if rejected:
-        counts: dict[str, int] = {}
-        for o in rejected:
-            counts[o.bottleneck] = counts.get(o.bottleneck, 0) + 1
+        counts = Counter("not judged" if o.basis == "not judged" else f"{o.bottleneck}-bound" for o in rejected)
         parts.append(f"{len(rejected)} cheaper row(s) fall short: "
-                     + ", ".join(f"{n} {b}-bound" for b, n in sorted(counts.items(), key=lambda kv: -kv[1])))
+                     + ", ".join(f"{n} {why}" for why, n in counts.most_common()))
     if inst.price_source:
         source = inst.price_source.split(";")[0].strip()
         warning = " (WARNING: see the row's price source)" if "WARNING" in inst.price_source else ""

@@ -465,7 +465,7 @@ def test_a_page_cache_that_holds_the_dataset_lets_a_shape_measured_on_any_disk_j
     assert held.basis == "measured" and held.dataset_cached and held.measured_shape == "16 vCPU / 32 GiB / local-nvme"
     assert "its page cache holds the dataset: its own disk is read in the first pass only" in held.reason
     assert _chosen(rec) == ("t-128", "standard")
-    assert "its page cache holds the dataset" in rec.reason
+    assert "its page cache holds the dataset" in rec.reason and "1 cheaper row(s) fall short: 1 not judged" in rec.reason
 
     once = _fit(_cached_dataset_points(reads_once=True), disk_classes)
     assert once.reads_once and not once.holds_dataset(128.0)
