@@ -323,7 +323,6 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
                     share.vcpus, share.memory_gib, share.price, bw, gpu_efficiency=share.efficiency,
                     scaling_note=share.scaling_note)
     if figure is not None and sizing.judge is not None:
-        option.dataset_cached = sizing.judge.measurements and sizing.fit.holds_dataset(share.cache_ram_gib)
         _add_figure(option, figure, sizing.judge)
         if option.model_predicted is not None:
             option.model_predicted *= share.efficiency
@@ -364,6 +363,7 @@ def _add_figure(option: Option, figure: ShapeFigure, judge: Judge) -> None:
     option.model_predicted = figure.model
     option.share_pessimistic, option.share_optimistic = figure.share_pessimistic, figure.share_optimistic
     option.meets_optimistic = judge.meets(figure, optimistic=True)
+    option.dataset_cached = figure.dataset_cached
     if figure.measured is not None and figure.basis != "model above measured floor":
         option.measured_shape = figure.measured.label
         option.measured_disagreement = figure.measured.disagreement()

@@ -17,7 +17,7 @@ model judges meets the tolerance at the optimistic end at most.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,8 @@ BASES = ("measured", "measured floor", "model", "model above measured floor", "n
 class ShapeFigure:
     """The decision's figure for one instance shape: the rate, where it comes from, the model's own
     prediction, the measured shape it rests on (if any) and its share of the ceiling with the
-    pessimistic and optimistic ends at the confidence level."""
+    pessimistic and optimistic ends at the confidence level; `dataset_cached`: the shape's page cache
+    holds the dataset, so measured shapes on any disk were evidence for it (`evidence`)."""
 
     rate: float
     basis: str  # one of BASES
@@ -45,6 +46,7 @@ class ShapeFigure:
     share: float
     share_pessimistic: float
     share_optimistic: float
+    dataset_cached: bool = False
 
     @property
     def judged(self) -> bool:
@@ -127,13 +129,14 @@ class Judge:
 
     def figure(self, predicted: Prediction, vcpus: float, ram_gib: float, disk_class: str, gpus: int) -> ShapeFigure:
         """The decision's figure for an instance shape (one GPU's share of `gpus`) the model predicts as `predicted`."""
-        found = None
+        found, cached = None, False
         if self.measurements:
             disk = disk_caps(self.fit, self.table, disk_class, gpus)
-            found = evidence_for(self.draws.shapes, self.caps, vcpus, ram_gib, disk, disk_class,
-                                 cached=self.fit.holds_dataset(ram_gib))
+            cached = self.fit.holds_dataset(ram_gib)
+            found = evidence_for(self.draws.shapes, self.caps, vcpus, ram_gib, disk, disk_class, cached=cached)
         band = vcpu_band(self.fit, vcpus, self.confidence) if self.trusted else 0.0
-        return shape_figure(self.fit, self.draws, predicted, found, self.trusted, self.confidence, band)
+        figure = shape_figure(self.fit, self.draws, predicted, found, self.trusted, self.confidence, band)
+        return replace(figure, dataset_cached=cached) if cached else figure
 
     def short_of_lower_bound(self, basis: str) -> bool:
         """Whether a figure of this basis is the model's against a ceiling that is only a lower bound,
