@@ -28,7 +28,7 @@ from sizer.errors import SizerError
 from sizer.model import Prediction, WorkloadFit, meets_tolerance
 from sizer.model.decision import Judge, ShapeFigure, untrusted_words
 from sizer.model.scaling import GpuScaling, shared_cache_ram_gib
-from sizer.model.tolerance import DEFAULT_CONFIDENCE, check_confidence
+from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 
 
 @dataclass
@@ -106,7 +106,7 @@ def recommend(
     fit: WorkloadFit,
     catalog: list[InstanceType],
     gpu: str,
-    tolerance: float = 0.05,
+    tolerance: float = DEFAULT_TOLERANCE,
     disk_classes: dict[str, DiskClass] | None = None,
     job_samples: float | None = None,
     gpu_memory_needed_gib: float | None = None,
@@ -123,10 +123,9 @@ def recommend(
     that job on one GPU. `gpu_memory_needed_gib` (default: the fit's measured GPU memory) excludes
     GPUs it does not fit. `cpu_scale` scales the CPU term for the target's CPU model (see
     sizer.model.cpu_scale); measured figures, of another CPU model, then do not apply. `trusted`
-    sets whether the model is trusted (default: its held-out error judges it).
+    sets whether the model is trusted (default: its held-out error judges it). The levels and the
+    job are checked where they enter (`sizer.sizing.SizingTerms`, the command line).
     """
-    _check_arguments(tolerance, job_samples)
-    check_confidence(confidence)
     want = normalize_gpu(gpu)
     rows = [r for r in catalog if normalize_gpu(r.gpu) == want]
     notes = _fit_notes(fit, want, cpu_scale)
@@ -179,13 +178,6 @@ def recommend(
         notes.append(beyond)
     answer.saving_vs_largest = _saving_vs_largest(chosen, answer.considered, job_samples)
     return answer
-
-
-def _check_arguments(tolerance: float, job_samples: float | None) -> None:
-    if not 0 < tolerance < 1:
-        raise SizerError(f"tolerance must be a fraction between 0 and 1 (for example 0.05), got {tolerance:g}")
-    if job_samples is not None and job_samples <= 0:
-        raise SizerError(f"job samples must be > 0, got {job_samples:g}")
 
 
 def _fit_notes(fit: WorkloadFit, gpu: str, cpu_scale: float) -> list[str]:

@@ -18,10 +18,16 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sizer.errors import SizerError
-from sizer.method import current_status
 from sizer.points import Point
-from sizer.store_schema import MIGRATIONS, SCHEMA_VERSION, insert_steps, result_json, unpack_steps
-from workloads.protocol import Result
+from sizer.store_schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Result,
+    insert_steps,
+    point_from_result,
+    result_json,
+    stored_result,
+)
 
 __all__ = ["SCHEMA_VERSION", "Store", "SweepRow", "host_fingerprint", "plan_hash", "point_from_result",
            "sweep_calibration_ips"]
@@ -353,13 +359,7 @@ class Store:
             rows = self.conn.execute(query + " ORDER BY p.id")
         else:
             rows = self.conn.execute(query + " WHERE p.sweep_id=? ORDER BY p.id", (sweep_id,))
-        out = []
-        for row in rows:
-            result = Result.from_json(row["result"])
-            result.steps = unpack_steps(row["step_data"], row["step_count"])
-            result.method = int(row["method"])
-            out.append((row, result))
-        return out
+        return [(row, stored_result(row)) for row in rows]
 
     def samples(self, point_id: int) -> list[tuple[float, float, int]]:
         """A point's raw steps as (seconds, samples, warm-up 0/1)."""
@@ -369,10 +369,8 @@ class Store:
 
     def points(self, sweep_id: int | None = None) -> list[Point]:
         """The store's points (of one sweep, or all), in the form the model, the recommender and the
-        report use: each with its sweep's CPU calibration and whether its workload reads each sample
-        once (what the registered workload declares)."""
-        from workloads import declares_reads_once
-
+        report use, each with its sweep's CPU calibration and host. What its workload declares of
+        itself (`Point.reads_once`) is not the store's to know: `sizer.facts` adds it."""
         sweeps = self.sweeps()
         calibration = {s.id: sweep_calibration_ips(s.calibration) for s in sweeps}
         host_of = {s.id: s.host_id for s in sweeps}
@@ -381,7 +379,6 @@ class Store:
             point = point_from_result(row, result)
             point.calibration_ips = calibration.get(row["sweep_id"])
             point.extra["host_id"] = host_of.get(row["sweep_id"])  # the report's section per host
-            point.reads_once = declares_reads_once(point.workload)
             out.append(point)
         return out
 
@@ -393,48 +390,3 @@ def sweep_calibration_ips(calibration: dict[str, Any] | None) -> float | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
             return float(value)
     return None
-
-
-def point_from_result(row: Any, result: Result) -> Point:
-    """A stored point (its row and Result) as a Point, without what its sweep and its workload add
-    (`Store.points` adds both): no calibration, and reads_once unknown."""
-    counters = result.counters or {}
-    extra = dict(result.extra or {})
-    cpu_ms = counters.get("cpu_ms_per_sample")  # the window's CPU time per sample (`sizer report --cpu-cost`)
-    if isinstance(cpu_ms, (int, float)) and not isinstance(cpu_ms, bool) and cpu_ms > 0:
-        extra.setdefault("cpu_ms_per_sample", float(cpu_ms))
-    samples = counters.get("measured_samples") or 0
-    read_mb = None
-    cold_bytes = extra.get("cold_read_bytes", counters.get("read_bytes"))
-    if samples and cold_bytes is not None:
-        read_mb = float(cold_bytes) / 1e6 / float(extra.get("cold_samples", samples))
-    return Point(
-        workload=row["workload"],
-        vcpus=int(row["vcpus"]),
-        ram_gib=float(row["ram_gib"]),
-        disk_class=row["disk_class"],
-        throughput=float(row["throughput"]),
-        unit=row["unit"],
-        status=current_status(row["status"], float(row["spread"]), result),
-        profile=row["profile"],
-        spread=float(row["spread"]),
-        bottleneck=row["bottleneck"],
-        gpu_model=str(counters.get("gpu_name", "")),
-        gpu_util_pct=counters.get("gpu_util_pct"),
-        cpu_util_per_vcpu=counters.get("cpu_util_per_vcpu"),
-        read_mb_per_sample=read_mb,
-        dataset_gib=extra.get("dataset_gib"),
-        footprint_gib=(counters.get("peak_rss_bytes") or 0) / 2**30 or None,
-        input=str(result.config.get("input", "")),
-        decode=str(result.config.get("decode", "")),
-        extra=extra,
-        method=result.method,
-        gpus=stored_gpus(extra),
-    )
-
-
-def stored_gpus(extra: dict[str, Any]) -> int:
-    """A stored point's GPU count: its shape's (`InstanceShape.as_dict` keeps it only above one)."""
-    shape = extra.get("shape")
-    gpus = shape.get("gpus", 1) if isinstance(shape, dict) else 1
-    return int(gpus) if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus >= 1 else 1

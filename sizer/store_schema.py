@@ -1,4 +1,5 @@
-"""The store's tables, the compact form of a point's raw steps, and the migrations between schemas.
+"""The store's tables, the compact form of a point's raw steps, the migrations between schemas, and
+a stored row read back as a Result and as the Point the model sees.
 
 Schema 2 keeps each point's raw steps once, as one row of the `steps` table: the step count and a
 zlib-compressed blob of float32 seconds, float32 samples and one warm-up byte per step. A point's
@@ -13,9 +14,10 @@ import sqlite3
 import sys
 import zlib
 from array import array
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
-from sizer.method import SweepSettings, bring_to_current, stored_method
+from sizer.method import SweepSettings, bring_to_current, current_status, stored_method
+from sizer.points import Point
 from workloads.protocol import Result
 
 SCHEMA_VERSION = 2
@@ -157,3 +159,59 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _create_v1, 1:
 def _split_sql(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
 
+
+# ---------------------------------------------------------------- rows as values
+def stored_result(row: sqlite3.Row) -> Result:
+    """A point row (joined with its steps) as its Result, whole again: its steps and its method put back."""
+    result = Result.from_json(row["result"])
+    result.steps = unpack_steps(row["step_data"], row["step_count"])
+    result.method = int(row["method"])
+    return result
+
+
+def point_from_result(row: Any, result: Result) -> Point:
+    """A stored point (its row and Result) as a Point, without what its sweep and its workload add
+    (`Store.points` adds both): no calibration, and reads_once unknown."""
+    counters = result.counters or {}
+    extra = dict(result.extra or {})
+    cpu_ms = counters.get("cpu_ms_per_sample")  # the window's CPU time per sample (`sizer report --cpu-cost`)
+    if isinstance(cpu_ms, (int, float)) and not isinstance(cpu_ms, bool) and cpu_ms > 0:
+        extra.setdefault("cpu_ms_per_sample", float(cpu_ms))
+    peak = counters.get("gpu_mem_peak_bytes")  # the framework's allocator peak: what the job needs of a GPU
+    if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0:
+        extra.setdefault("gpu_mem_peak_gib", float(peak) / 2**30)
+    samples = counters.get("measured_samples") or 0
+    read_mb = None
+    cold_bytes = extra.get("cold_read_bytes", counters.get("read_bytes"))
+    if samples and cold_bytes is not None:
+        read_mb = float(cold_bytes) / 1e6 / float(extra.get("cold_samples", samples))
+    return Point(
+        workload=row["workload"],
+        vcpus=int(row["vcpus"]),
+        ram_gib=float(row["ram_gib"]),
+        disk_class=row["disk_class"],
+        throughput=float(row["throughput"]),
+        unit=row["unit"],
+        status=current_status(row["status"], float(row["spread"]), result),
+        profile=row["profile"],
+        spread=float(row["spread"]),
+        bottleneck=row["bottleneck"],
+        gpu_model=str(counters.get("gpu_name", "")),
+        gpu_util_pct=counters.get("gpu_util_pct"),
+        cpu_util_per_vcpu=counters.get("cpu_util_per_vcpu"),
+        read_mb_per_sample=read_mb,
+        dataset_gib=extra.get("dataset_gib"),
+        footprint_gib=(counters.get("peak_rss_bytes") or 0) / 2**30 or None,
+        input=str(result.config.get("input", "")),
+        decode=str(result.config.get("decode", "")),
+        extra=extra,
+        method=result.method,
+        gpus=stored_gpus(extra),
+    )
+
+
+def stored_gpus(extra: dict[str, Any]) -> int:
+    """A stored point's GPU count: its shape's (`InstanceShape.as_dict` keeps it only above one)."""
+    shape = extra.get("shape")
+    gpus = shape.get("gpus", 1) if isinstance(shape, dict) else 1
+    return int(gpus) if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus >= 1 else 1

@@ -9,7 +9,7 @@ import pytest
 from sizer.errors import SizerError
 from sizer.points import Point, combine_passes, parse_points_csv, repeat_key, write_points_csv
 from sizer.shapes import InstanceShape, PlannedPoint, build_plan, grid_shapes, host_gpu_ids
-from sizer.store import stored_gpus
+from sizer.store_schema import stored_gpus
 from sizer.sweep.plan import _check_gpus
 from workloads import load_all
 

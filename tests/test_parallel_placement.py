@@ -10,7 +10,7 @@ import pytest
 
 from sizer.errors import SizerError
 from sizer.points import Point
-from sizer.report.parallel import parallel_context
+from sizer.interference import parallel_context
 from sizer.shapes import HostCpus, InstanceShape, PlannedPoint
 from sizer.sweep.data import Dataset, dataset_dir
 from sizer.sweep.parallel import (

@@ -25,7 +25,7 @@ from sizer.commands.options import (
 )
 from sizer.console import console, emit, print_table
 from sizer.errors import NothingSized, SizerError
-from sizer.confidence import DEFAULT_CONFIDENCE, check_confidence
+from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.points import Point, unsized_reason
 
 # The options `fit` and `recommend` share with each other only.
@@ -42,36 +42,14 @@ CpuCostFit = Annotated[
 
 # ---------------------------------------------------------------------------- inputs
 def load_points(store: Path | None, input_file: Path | None, disk_classes: Iterable[str] | None = None) -> list[Point]:
-    """Points from exactly one of a store or a points.csv, refused before any work when neither or
-    both; a points.csv's disk classes must be among `disk_classes` (default: the built-in table)."""
-    from sizer.points import read_points_csv
-    from sizer.store import Store
-
-    if store and input_file:
-        raise SizerError("give either --store or --input, not both")
-    if input_file:
-        return read_points_csv(input_file, disk_classes)
-    if not store:
-        raise SizerError("give --store PATH (a sweep's store) or --input points.csv")
-    points: list[Point] = []
-    with Store(store, create=False) as opened:
-        for sweep in opened.sweeps():
-            for (_row, result), point in zip(opened.results(sweep.id), opened.points(sweep.id)):
-                peak = (result.counters or {}).get("gpu_mem_peak_bytes")
-                if isinstance(peak, (int, float)) and peak > 0:
-                    point.extra["gpu_mem_peak_gib"] = float(peak) / 2**30
-                points.append(point)
-    if not points:
-        raise SizerError(f"the store {store} holds no points yet (run `sizer sweep --store {store}`)")
-    return points
+    """Points from exactly one of a store or a points.csv, as the report reads them (`load_inputs`)."""
+    return load_inputs(store, input_file, disk_classes)["points"]
 
 
 def _fit(points: list[Point], dataset_gib: float | None, table: dict[str, Any], cpu_cost: bool = False):
     """The fits of the points' workloads; none at all (every point failed) exits 3."""
     from sizer.model import fit_points, group_points
 
-    if dataset_gib is not None and dataset_gib <= 0:
-        raise SizerError(f"--dataset-gib must be > 0, got {dataset_gib:g}")
     fits = fit_points(points, table, dataset_gib=dataset_gib, cpu_cost=cpu_cost)
     if not fits:
         reasons = "; ".join(f"{name}: {unsized_reason(group) or 'no usable point'}"
@@ -131,62 +109,21 @@ def fit(
 
 
 # ---------------------------------------------------------------------------- sizer recommend
-def _option_dict(o: Any) -> dict[str, Any]:
-    inst = o.instance
+def sizing_dict(sizing: Sizing) -> dict[str, Any]:
+    """`sizer recommend --json`'s entry of one workload: the recommendation (the report's form, with
+    every option considered), the knee with its range and the RAM and disk it needs."""
+    rec = sizing.recommendation
+    if rec is None:
+        return _unsized_dict(sizing.fit.workload, [], sizing.catalog_error or "the catalog could not be sized")
+    disk_class, ram_gib = sizing.needs
+    ceiling = rec.ceiling
     return {
-        "cloud": inst.cloud,
-        "instance_type": inst.instance_type,
-        "region": inst.region,
-        "vcpus": inst.vcpus,
-        "memory_gib": inst.memory_gib,
-        "gpu": inst.gpu,
-        "gpu_count": inst.gpu_count,
-        "share_vcpus": o.share_vcpus,
-        "share_memory_gib": o.share_memory_gib,
-        "local_nvme_gib": inst.local_nvme_gib,
-        "disk_class": o.disk_class,
-        "disk_mbps": o.disk_mbps,
-        "predicted": o.predicted,
-        "bottleneck": o.bottleneck,
-        "meets": o.meets,
-        "price_per_hour": inst.price_per_hour,
-        "price_per_gpu_hour": o.price_per_gpu_hour,
-        "cost_per_million": o.cost_per_million,
-        "job_hours": o.job_hours,
-        "job_cost": o.job_cost,
-        "price_source": inst.price_source,
-        "price_date": inst.price_date,
-        "reason": o.reason,
-        "basis": o.basis,
-        "model_predicted": o.model_predicted,
-        "measured_shape": o.measured_shape or None,
-        "share_pessimistic": o.share_pessimistic,
-        "share_optimistic": o.share_optimistic,
-        "meets_optimistic": o.meets_optimistic,
-        "dataset_cached": o.dataset_cached,
-    }
-
-
-def recommendation_dict(rec: Any) -> dict[str, Any]:
-    return {
-        "workload": rec.workload,
-        "unit": rec.unit,
-        "gpu": rec.gpu,
-        "ceiling": rec.ceiling,
-        "tolerance": rec.tolerance,
-        "chosen": _option_dict(rec.chosen) if rec.chosen else None,
-        "closest": _option_dict(rec.closest) if rec.closest else None,
-        "rejected_cheaper": [_option_dict(o) for o in rec.rejected_cheaper],
-        "considered": [_option_dict(o) for o in rec.considered],
-        "saving_vs_largest": rec.saving_vs_largest,
-        "needs_local_nvme": rec.needs_local_nvme,
-        "reason": rec.reason,
-        "notes": rec.notes,
+        **recommendation_json(rec),
+        "considered": [option_json(o, ceiling) for o in rec.considered],
+        "knee": {"vcpus": sizing.knee, "low": sizing.knee_range.low, "high": sizing.knee_range.high,
+                 "beyond_measured": sizing.knee_range.beyond_measured},
+        "needs": {"disk_class": disk_class, "ram_gib": ram_gib},
         "sized": True,
-        "confidence": rec.confidence,
-        "model_trusted": rec.model_trusted,
-        "optimistic": _option_dict(rec.optimistic) if rec.optimistic else None,
-        "disagreements": rec.disagreements,
     }
 
 
@@ -270,7 +207,7 @@ def recommend(
     store: StoreInput = None,
     input_file: PointsInput = None,
     catalog: CatalogFiles = None,
-    tolerance: Tolerance = 0.05,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
     confidence: Confidence = DEFAULT_CONFIDENCE,
     dataset_gib: DatasetGib = None,
     job_samples: JobSamples = None,
@@ -294,22 +231,9 @@ def recommend(
 
     Example: sizer recommend --store results/sizer.db --gpu H100 --catalog my-prices.csv --job-samples 115.2e6
     """
-    from sizer.catalog import load_catalog, normalize_gpu
-    from sizer.model import cpu_scale
-    from sizer.recommend import recommend as recommend_one
-
-    if not 0 < tolerance < 1:
-        raise SizerError(f"--tolerance must be a fraction between 0 and 1 (for example 0.05), got {tolerance:g}")
-    check_confidence(confidence, "--confidence")
-    if job_samples is not None and job_samples <= 0:
-        raise SizerError(f"--job-samples must be > 0, got {job_samples:g}")
-    if target_calibration is not None and target_calibration <= 0:
-        raise SizerError(f"--target-calibration must be > 0, got {target_calibration:g}")
-    from sizer.diskclasses import load_disk_classes
-    from sizer.model import group_points
-
     table = load_disk_classes(disk_classes)
-    points = load_points(store, input_file, table)
+    inputs = load_inputs(store, input_file, table)
+    points = inputs["points"]
     measured = sorted({normalize_gpu(p.gpu_model) for p in points if p.gpu_model})
     target = gpu or (measured[0] if len(measured) == 1 else None)
     if not target:
@@ -318,8 +242,10 @@ def recommend(
     if not rows:
         known = sorted({normalize_gpu(r.gpu) for r in load_catalog(tuple(catalog or ()), clouds=cloud)})
         raise SizerError(f"no catalog row has GPU {target!r} (known: {', '.join(known)})")
+    terms = SizingTerms(tuple(rows), target, table, tolerance, confidence, dataset_gib, job_samples,
+                        target_calibration, host_speeds=sweep_host_speeds(s.calibration for s in inputs["sweeps"]))
     fits = _fit(points, dataset_gib, table, cpu_cost)
-    groups = group_points(points)
+    groups = group_points(combine_passes(points))
     if workload:
         missing = [w for w in workload if w not in groups]
         if missing:
@@ -332,10 +258,7 @@ def recommend(
         if why:
             recs.append(_unsized_dict(name, groups[name], why))
             continue
-        scale = cpu_scale(fits[name].calibration_ips, target_calibration)
-        rec = recommend_one(fits[name], rows, target, tolerance=tolerance, disk_classes=table,
-                            job_samples=job_samples, cpu_scale=scale, confidence=confidence)
-        recs.append(recommendation_dict(rec))
+        recs.append(sizing_dict(size(groups[name], fits[name], terms)))
     data = {"gpu": normalize_gpu(target), "tolerance": tolerance, "confidence": confidence, "recommendations": recs}
     emit(data, as_json, _render_recommend)
     if not any(rec["sized"] for rec in recs):

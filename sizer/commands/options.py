@@ -6,7 +6,7 @@ gives its own help to the flag's function (`json_flag`, `store_flag`, ...) and t
 
     as_json: Annotated[bool, json_flag("Print a JSON summary.")] = False
 
-Every float option takes `callback=finite`.
+Every float option takes `callback=finite`, or a callback that calls it and checks the option's range.
 """
 
 from __future__ import annotations
@@ -17,12 +17,36 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from sizer.errors import SizerError
+from sizer.levels import check_confidence, check_tolerance
+
 
 def finite(value: float | None) -> float | None:
     """A float option's callback: NaN and infinities are refused while the command line is read,
     before any work."""
     if value is not None and not math.isfinite(value):
         raise typer.BadParameter(f"must be a finite number, got {value}")
+    return value
+
+
+def tolerance_level(value: float) -> float:
+    """`--tolerance`'s callback: a finite fraction between 0 and 1, refused in one line where it enters."""
+    finite(value)
+    check_tolerance(value, "--tolerance")
+    return value
+
+
+def confidence_level(value: float) -> float:
+    """`--confidence`'s callback: a finite fraction between 0 and 1, refused in one line where it enters."""
+    finite(value)
+    check_confidence(value, "--confidence")
+    return value
+
+
+def positive(value: float | None, name: str) -> float | None:
+    finite(value)
+    if value is not None and not value > 0:
+        raise SizerError(f"{name} must be > 0, got {value:g}")
     return value
 
 
@@ -72,13 +96,15 @@ PointsInput = Annotated[Optional[Path], input_flag("A points.csv (the format `si
 ReportFolder = Annotated[Path, out_flag("Folder for report.html, results.json and points.csv.")]
 CatalogFiles = Annotated[Optional[list[Path]], catalog_flag("Your own catalog CSV (prices); repeatable.")]
 Tolerance = Annotated[float, typer.Option(
-    "--tolerance", callback=finite, help="Largest accepted slowdown against the GPU ceiling (0.05 = 5%).")]
+    "--tolerance", callback=tolerance_level, help="Largest accepted slowdown against the GPU ceiling (0.05 = 5%).")]
 DatasetGib = Annotated[Optional[float], typer.Option(
-    "--dataset-gib", callback=finite, help="Size of the real dataset in GiB; the RAM axis scales to it.")]
+    "--dataset-gib", callback=lambda v: positive(v, "--dataset-gib"),
+    help="Size of the real dataset in GiB; the RAM axis scales to it.")]
 JobSamples = Annotated[Optional[float], typer.Option(
-    "--job-samples", callback=finite, help="Samples in one job (e.g. 115.2e6 = 90 epochs of ImageNet).")]
+    "--job-samples", callback=lambda v: positive(v, "--job-samples"),
+    help="Samples in one job (e.g. 115.2e6 = 90 epochs of ImageNet).")]
 Confidence = Annotated[float, typer.Option(
-    "--confidence", callback=finite, metavar="LEVEL",
+    "--confidence", callback=confidence_level, metavar="LEVEL",
     help="Confidence of every range, between 0 and 1: the pick is the cheapest instance within tolerance at "
          "the pessimistic end of its range at this level (0.5: the figure itself, no margin).")]
 DiskClassesFile = Annotated[Optional[Path], disk_classes_flag("CSV of extra or overriding disk classes.")]

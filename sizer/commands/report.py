@@ -21,7 +21,7 @@ from sizer.commands.options import (
     gpu_flag,
     json_flag,
 )
-from sizer.confidence import DEFAULT_CONFIDENCE, check_confidence
+from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.console import console, emit, print_table
 from sizer.errors import NothingSized
 from sizer.report import build_context, format_money, format_number, load_inputs, write_context
@@ -63,7 +63,7 @@ def report(
     gpu: Annotated[Optional[str], gpu_flag("GPU model to size for (default: the measured host's GPU).")] = None,
     catalog: CatalogFiles = None,
     disk_classes: DiskClassesFile = None,
-    tolerance: Tolerance = 0.05,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
     confidence: Confidence = DEFAULT_CONFIDENCE,
     dataset_gib: DatasetGib = None,
     job_samples: JobSamples = None,
@@ -89,7 +89,6 @@ def report(
     """
     from sizer.diskclasses import load_disk_classes
 
-    check_confidence(confidence, "--confidence")
     table = load_disk_classes(disk_classes)
     inputs = load_inputs(store, input_file, table)
     command = _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost,
@@ -126,7 +125,7 @@ def _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, 
         parts += ["--gpu", gpu]
     for path in catalog or ():
         parts += ["--catalog", str(path)]
-    if tolerance != 0.05:
+    if tolerance != DEFAULT_TOLERANCE:
         parts += ["--tolerance", f"{tolerance:g}"]
     if confidence != DEFAULT_CONFIDENCE:
         parts += ["--confidence", f"{confidence:g}"]

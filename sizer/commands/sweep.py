@@ -23,7 +23,7 @@ from sizer.commands.options import (
     gpu_flag,
     store_flag,
 )
-from sizer.confidence import DEFAULT_CONFIDENCE, check_confidence
+from sizer.levels import DEFAULT_CONFIDENCE
 from sizer.console import console, emit, err_console, print_table
 from sizer.errors import NothingSized, SizerError
 from sizer.units import format_bytes, parse_duration, parse_int_list, parse_setting, parse_shape_ram, parse_str_list
@@ -444,10 +444,8 @@ def sweep(
       --vcpus 2,4,8 --ram 16G,30G --disks local-nvme --fleet-whole-node   (docs/fleet.md)
     """
     opts = sweep_options(**{k: v for k, v in locals().items() if k != "as_json"})  # every option, by name
-    from sizer.sweep import run_sweep
-
     try:
-        result = run_sweep(opts, progress=not dry_run)
+        result = measure_and_report(opts, progress=not dry_run)
     except KeyboardInterrupt:
         err_console.print("sweep stopped: committed points are kept; continue with the same command and --resume")
         raise
@@ -470,7 +468,6 @@ def sweep_options(
     from sizer.command_job import command_options_problem
     from sizer.sweep import SweepOptions
 
-    check_confidence(confidence, "--confidence")
     problem = command_options_problem(command, workloads is not None, name, metric_regex, unit, "--workloads")
     if problem:
         raise SizerError(problem)

@@ -23,7 +23,7 @@ from sizer.fleet.node import NodeOutcome, NodePlan
 from sizer.fleet.options import FleetOptions
 from sizer.fleet.record import FleetRecord, target_identity
 from sizer.shapes import PlannedPoint
-from sizer.sweep.outputs import count_statuses, point_summary, stored_point_summary, write_sweep_outputs
+from sizer.sweep.outputs import count_statuses, point_summary, stored_point_summary
 from sizer.sweep.plan import DEFAULT_OUT, STORE_NAME, SweepOptions, check_target_gpu
 from sizer.sweep.progress import SweepProgress, format_duration
 from sizer.sweep.signals import check_stop, stop_on_signals
@@ -313,11 +313,8 @@ class _FleetRun:
             "targets": {t: self._target_summary(t, p) for t, p in self.plans.items()},
         }
         self.summary["skipped"] = sum(1 for row in self.summary["points"] if row.get("stored"))
-        files, not_sized = (write_sweep_outputs(self.store, self.record.sweep_ids(), self.opts, self.disk_table)
-                            if self.opts.report else ({}, None))
-        self.summary["outputs"] = files
-        if not_sized and not lost:
-            self.summary["not_sized"] = not_sized
+        self.summary["sweep_ids"] = self.record.sweep_ids()
+        self.summary["complete"] = not lost
         self.summary["statuses"] = count_statuses(self.summary["points"])
 
     def _target_summary(self, target: str, plan: NodePlan) -> dict[str, Any]:

@@ -83,12 +83,9 @@ def _refit_without(name: str, group: list[Point], disk_classes: dict[str, DiskCl
 
 
 def _reads_once(point: Point) -> bool:
-    """Whether the point's job reads each sample once: as the point says, else as its workload declares."""
-    if point.reads_once is not None:
-        return point.reads_once
-    from workloads import declares_reads_once
-
-    return declares_reads_once(point.workload)
+    """Whether the point's job reads each sample once, as the point says (the loaders of points add
+    what its workload declares: `sizer.facts`); unknown: it reads its data every pass, as training does."""
+    return bool(point.reads_once)
 
 
 def fit_workload(name: str, group: list[Point], disk_classes: dict[str, DiskClass], dataset_gib: float | None,

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from sizer.confidence import DEFAULT_CONFIDENCE, check_confidence
-
-__all__ = ["DEFAULT_CONFIDENCE", "MIN_HELD_OUT", "TRUST_FACTOR", "check_confidence", "enough_held_out",
-           "meets_tolerance", "model_trusted", "tolerance_target"]
+__all__ = ["MIN_HELD_OUT", "TRUST_FACTOR", "enough_held_out", "meets_tolerance", "model_trusted", "tolerance_target"]
 
 # A prediction this close below the target (relative) still meets it: rounding, not a shortfall.
 _ROUNDING = 1e-9

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from sizer.store import SweepRow
+
 RECORD_KEY = "adaptive"  # sizer.sweep.adaptive_run.RECORD_KEY (the report does not import the sweep)
 
 _STOPPED = {
@@ -16,7 +18,7 @@ _STOPPED = {
 }
 
 
-def adaptive_records(sweeps: Sequence[Any]) -> list[dict[str, Any]]:
+def adaptive_records(sweeps: Sequence[SweepRow]) -> list[dict[str, Any]]:
     """Every workload entry's record, of every adaptive sweep (a later sweep's first)."""
     out: list[dict[str, Any]] = []
     for sweep in sorted(sweeps, key=lambda s: getattr(s, "id", 0), reverse=True):
@@ -63,7 +65,7 @@ def adaptive_summary(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def attach_adaptive(workloads: list[dict[str, Any]], sweeps: Sequence[Any]) -> None:
+def attach_adaptive(workloads: list[dict[str, Any]], sweeps: Sequence[SweepRow]) -> None:
     """Each workload context measured adaptively gets `adaptive` (`adaptive_summary`); others None."""
     records = adaptive_records(sweeps)
     for wl in workloads:

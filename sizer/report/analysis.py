@@ -1,13 +1,14 @@
-"""What the report derives from points and a fit: the vCPU knee, RAM needs, out-of-memory bounds
-and plain-words warnings about the measurements. Pure functions of their arguments."""
+"""Plain-words warnings about a workload's measurements, each derived from the figures. Pure
+functions of their arguments."""
 
 from __future__ import annotations
 
 import statistics
-from typing import Any, Sequence
+from typing import Sequence
 
 from sizer.points import Point
-from sizer.report.values import finite_number, significant
+from sizer.model import BUSY_CPU_UTIL, WorkloadFit, window_cpu_speed
+from sizer.values import finite_number
 from sizer.variants import SYNTHETIC_INPUT
 
 NOISY_RATE_DROP = 0.10  # a rate that falls by more than this with more vCPUs says the host was busy
@@ -16,144 +17,6 @@ NOISY_POINTS_WARNED = 2  # the fewest noisy points of a workload that make a war
 # CPU-bound windows at one vCPU count whose CPU time per sample differs by more than this ran at
 # different speeds of the host (3.3 against 4.9 ms an image at 2 vCPUs on one measured host).
 CPU_COST_SPREAD = 0.20
-
-
-# ---------------------------------------------------------------------------- model access
-def predict_throughput(fit: Any, vcpus: float, ram_gib: float, disk_mbps: float | None) -> float | None:
-    """The fit's throughput at a shape; None where the model has no finite answer."""
-    try:
-        value = fit.predict(vcpus, ram_gib, disk_mbps).throughput
-    except (ValueError, ZeroDivisionError, OverflowError):
-        return None
-    return finite_number(value)
-
-
-def fit_ceiling(fit: Any) -> float | None:
-    """The fit's GPU ceiling parameter, or None where it has none."""
-    param = fit.params.get("gpu_ceiling")
-    return finite_number(param.value) if param is not None else None
-
-
-# ---------------------------------------------------------------------------- the vCPU knee
-def _best_by_vcpus(points: Sequence[Point], decode: str) -> dict[int, Point]:
-    """Per vCPU count, the fastest point of one decode mode over disk classes and RAM sizes."""
-    best: dict[int, Point] = {}
-    for p in points:
-        if p.decode == decode and (p.vcpus not in best or p.throughput > best[p.vcpus].throughput):
-            best[p.vcpus] = p
-    return best
-
-
-def _knee_row(decode: str, best: dict[int, Point], ceiling: float | None, tolerance: float,
-              ceiling_name: str) -> dict[str, Any]:
-    from sizer.model import tolerance_target
-
-    top = max(best.values(), key=lambda p: p.throughput)
-    reference = ceiling or top.throughput
-    bound = tolerance_target(reference, tolerance)
-    knee = next((v for v in sorted(best) if best[v].throughput >= bound), None)
-    return {
-        "decode": decode,
-        "ceiling": reference,
-        "ceiling_source": f"the {ceiling_name}" if ceiling else "best measured rate",
-        "bound": bound,
-        "knee_vcpus": knee,
-        "knee_throughput": best[knee].throughput if knee is not None else None,
-        "best_vcpus": top.vcpus,
-        "best_throughput": top.throughput,
-        "best_fraction": top.throughput / reference if reference else None,
-        "measured_vcpus": sorted(best),
-        "by_vcpus": [{"vcpus": v, "throughput": best[v].throughput} for v in sorted(best)],
-    }
-
-
-def vcpu_knee(points: Sequence[Point], ceiling: float | None, tolerance: float,
-              ceiling_name: str = "ceiling") -> list[dict[str, Any]]:
-    """Fewest measured vCPUs within `tolerance` of the ceiling, per decode mode.
-
-    `ceiling_name` is what the fit calls its ceiling ("GPU ceiling" only where it was measured with
-    input on the device), so the knee's sentence says which one it is.
-
-    For each vCPU count the best measured rate over disk classes and RAM sizes is taken (the knee
-    is about vCPUs; disk and RAM have their own answer). `knee_vcpus` is None when no measured
-    count reaches the bound; the best measured share of the ceiling says how close it came.
-    """
-    # Synthetic-input points measure the GPU alone, not the input pipeline the knee is about.
-    usable = [p for p in points if p.usable and p.input != SYNTHETIC_INPUT]
-    out = []
-    for decode in sorted({p.decode for p in usable}):
-        best = _best_by_vcpus(usable, decode)
-        if best:
-            out.append(_knee_row(decode, best, ceiling, tolerance, ceiling_name))
-    return out
-
-
-def predicted_knee(fit: Any, ceiling: float | None, tolerance: float, ram_gib: float, disk_mbps: float | None,
-                   max_vcpus: int) -> int | None:
-    """Fewest vCPUs the model predicts within `tolerance` of the ceiling (ample RAM, fastest disk)."""
-    from sizer.model import meets_tolerance
-
-    if not ceiling:
-        return None
-    for v in range(1, max_vcpus + 1):
-        x = predict_throughput(fit, v, ram_gib, disk_mbps)
-        if x is not None and meets_tolerance(x, ceiling, tolerance):
-            return v
-    return None
-
-
-# ---------------------------------------------------------------------------- RAM
-def _ram_grid(low: float, high: float) -> list[float]:
-    """RAM sizes from `low` to `high` in about 200 steps of a multiple of 0.25 GiB."""
-    step = max(0.25, round((high - low) / 200 / 0.25) * 0.25)
-    grid, r = [], max(step, low)
-    while r <= high + 1e-9:
-        grid.append(round(r, 2))
-        r += step
-    return grid
-
-
-def out_of_memory(points: Sequence[Point]) -> list[dict[str, Any]]:
-    """Per RAM size, the fewest vCPUs at which a measured shape was killed by the memory limit: a
-    measured bound beside the model's single footprint (loader workers each add to it)."""
-    least: dict[float, int] = {}
-    for p in points:
-        if p.status == "oom":
-            least[p.ram_gib] = min(least.get(p.ram_gib, p.vcpus), p.vcpus)
-    return [{"ram_gib": ram, "from_vcpus": least[ram]} for ram in sorted(least)]
-
-
-def _least_ram(fit: Any, ceiling: float, tolerance: float, vcpus: int, disk_mbps: float | None,
-               grid: list[float]) -> float | None:
-    from sizer.model import meets_tolerance
-
-    for r in grid:
-        x = predict_throughput(fit, vcpus, r, disk_mbps)
-        if x is not None and meets_tolerance(x, ceiling, tolerance):
-            return r
-    return None
-
-
-def ram_needs(fit: Any, ceiling: float | None, tolerance: float, vcpus: int, disks: dict[str, float | None],
-              ram_high: float) -> list[dict[str, Any]]:
-    """Per disk class, the least RAM (GiB) at which the model keeps the workload within tolerance."""
-    if not ceiling:
-        return []
-    out = []
-    grid = _ram_grid(0.0, ram_high)
-    for name, mbps in disks.items():
-        at_high = predict_throughput(fit, vcpus, ram_high, mbps)
-        out.append(
-            {
-                "disk_class": name,
-                "disk_mbps": mbps,
-                "min_ram_gib": _least_ram(fit, ceiling, tolerance, vcpus, mbps, grid),
-                "predicted_at_max_ram": significant(at_high, 6),
-                "fraction_at_max_ram": significant(at_high / ceiling, 4) if at_high is not None else None,
-                "searched_up_to_gib": ram_high,
-            }
-        )
-    return out
 
 
 # ---------------------------------------------------------------------------- warnings
@@ -221,8 +84,8 @@ def _cpu_cost_warning(usable: list[Point]) -> str | None:
     )
 
 
-def _rough_model_warning(fit: Any) -> str | None:
-    loo = finite_number(getattr(fit, "loo_median_ape", None)) if fit is not None else None
+def _rough_model_warning(fit: WorkloadFit | None) -> str | None:
+    loo = finite_number(fit.loo_median_ape) if fit is not None else None
     if loo is None or loo <= ROUGH_MODEL_APE:
         return None
     return f"The model misses held-out points by a median {loo:.0%}: its predictions for unmeasured shapes are rough."
@@ -236,7 +99,7 @@ def busy_host_signs(points: Sequence[Point]) -> list[str]:
     return [w for w in (_noisy_warning(usable), _falling_rate_warning(pipeline)) if w]
 
 
-def quality_warnings(points: Sequence[Point], fit: Any, cpu_cost: bool = False) -> list[str]:
+def quality_warnings(points: Sequence[Point], fit: WorkloadFit | None, cpu_cost: bool = False) -> list[str]:
     """Plain-words warnings about the measurements themselves, each derived from the figures.
     `cpu_cost`: the fit already took each window's CPU cost out (`--cpu-cost`), so no warning says so."""
     usable = [p for p in points if p.usable]
@@ -255,8 +118,6 @@ def quality_warnings(points: Sequence[Point], fit: Any, cpu_cost: bool = False) 
 def _cpu_cost_spread(points: Sequence[Point]) -> tuple[int, float, float] | None:
     """The vCPU count whose CPU-bound windows differ most in CPU time per sample, with the least and
     the most, where they differ by more than CPU_COST_SPREAD; None otherwise."""
-    from sizer.model import BUSY_CPU_UTIL, window_cpu_speed
-
     by_vcpus: dict[int, list[float]] = {}
     for p in points:
         speed = window_cpu_speed(p)

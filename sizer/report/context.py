@@ -14,21 +14,22 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sizer import __version__
+from sizer.diskclasses import DiskClass, load_disk_classes
 from sizer.errors import SizerError
+from sizer.interference import parallel_context
+from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.method import method_summary
+from sizer.model import fit_points, group_points
 from sizer.points import Point, combine_passes
-from sizer.confidence import DEFAULT_CONFIDENCE, check_confidence
 from sizer.report.adaptive import attach_adaptive
 from sizer.report.hosts import host_labels, points_by_host, shared_workloads, side_by_side
-from sizer.report.load import host_gpu_names
-from sizer.report.parallel import parallel_context
-from sizer.report.trust import host_speed_timelines, sweep_host_speeds
-from sizer.report.values import jsonable, significant
-from sizer.report.workload import SizingTerms, disk_order, workload_context
-from sizer.store import sweep_calibration_ips
+from sizer.report.trust import host_speed_timelines
+from sizer.report.workload import workload_context
+from sizer.sizing import SizingTerms, disk_order, host_gpu_names, sweep_host_speeds, target_catalog, target_gpu
+from sizer.store import SweepRow, sweep_calibration_ips
+from sizer.values import jsonable, significant
 
 RESULTS_SCHEMA_VERSION = 1
-DEFAULT_TARGET_GPU = "H100"
 CPU_SMALL = "cpu-small"
 
 
@@ -70,7 +71,7 @@ def _host_summary(host_id: int, host: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _hosts(sweeps: Sequence[Any]) -> list[dict[str, Any]]:
+def _hosts(sweeps: Sequence[SweepRow]) -> list[dict[str, Any]]:
     """One summary per measured host, in the order its first sweep came."""
     hosts: dict[int, dict[str, Any]] = {}
     for s in sweeps:
@@ -161,7 +162,7 @@ def _iso(ts: float | None) -> str | None:
     return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def _sweep_rows(sweeps: Sequence[Any]) -> list[dict[str, Any]]:
+def _sweep_rows(sweeps: Sequence[SweepRow]) -> list[dict[str, Any]]:
     return [
         {
             "id": s.id,
@@ -176,7 +177,7 @@ def _sweep_rows(sweeps: Sequence[Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _calibration(points: Sequence[Point], sweeps: Sequence[Any]) -> dict[str, Any]:
+def _calibration(points: Sequence[Point], sweeps: Sequence[SweepRow]) -> dict[str, Any]:
     """The host's per-vCPU rate: the median over the points that carry it, else over the sweeps' records."""
     calib_points = [p.calibration_ips for p in points if p.calibration_ips]
     calib_sweeps = [v for v in (sweep_calibration_ips(s.calibration) for s in sweeps) if v]
@@ -185,7 +186,7 @@ def _calibration(points: Sequence[Point], sweeps: Sequence[Any]) -> dict[str, An
         "ips_per_vcpu": significant(statistics.median(rates), 6) if rates else None,
         "source": "points" if calib_points else ("sweep calibration" if calib_sweeps else None),
         "per_sweep": [{"sweep": s.id, **(s.calibration or {})} for s in sweeps if s.calibration],
-        "timelines": host_speed_timelines(sweeps),  # the host's speed over each sweep, where recorded
+        "timelines": host_speed_timelines([(s.id, s.calibration) for s in sweeps]),  # the host's speed over each sweep, where recorded
         "note": (
             "One vCPU's JPEG decode-and-augment rate on this host. Another CPU model scales the CPU-bound "
             "figures by the ratio of its calibration to this one."
@@ -206,45 +207,15 @@ def _catalog_summary(catalog: Sequence[Any], catalog_files: Sequence[str | Path]
 
 
 # ---------------------------------------------------------------------------- the target
-def _check_options(tolerance: float, dataset_gib: float | None) -> None:
-    if not 0 < tolerance < 1:
-        raise SizerError(f"tolerance must be a fraction between 0 and 1 (for example 0.05), got {tolerance:g}")
-    if dataset_gib is not None and dataset_gib <= 0:
-        raise SizerError(f"--dataset-gib must be > 0, got {dataset_gib:g}")
-
-
-def target_gpu(gpu: str | None, host_gpus: list[str]) -> tuple[str, str]:
-    """The GPU to size for and where that choice came from: --gpu, else the GPU measured most, else the default."""
-    from sizer.catalog import normalize_gpu
-
-    if gpu:
-        return normalize_gpu(gpu), "--gpu"
-    if host_gpus:
-        return normalize_gpu(Counter(host_gpus).most_common(1)[0][0]), "measured host"
-    return DEFAULT_TARGET_GPU, "default (the measured host has no GPU)"
-
-
-def target_catalog(target: str, gpu: str | None, catalog_files: Sequence[str | Path]) -> list[Any]:
-    """The catalog rows of the target GPU; an explicit --gpu no row has is an error."""
-    from sizer.catalog import load_catalog, normalize_gpu
-
-    catalog = load_catalog(user_files=tuple(catalog_files), builtin=True, gpu=target)
-    if not catalog and gpu:
-        known = sorted({normalize_gpu(r.gpu) for r in load_catalog(user_files=tuple(catalog_files))})
-        raise SizerError(f"no catalog row has GPU {gpu!r} (known: {', '.join(known)})")
-    return catalog
-
-
-def _workloads(measured: list[Point], points: list[Point], terms: SizingTerms, on: str = "") -> list[dict[str, Any]]:
+def _workloads(measured: list[Point], points: list[Point], terms: SizingTerms, cpu_cost: bool,
+               on: str = "") -> list[dict[str, Any]]:
     """One entry per fitted group of points (a workload variant), in name order; `on` names their host."""
-    from sizer.model import fit_points, group_points
-
     # Every measurement: the fit takes each shape at the median of its passes, after --cpu-cost's scaling.
-    fits = fit_points(measured, terms.disk_classes, dataset_gib=terms.dataset_gib, cpu_cost=terms.cpu_cost)
+    fits = fit_points(measured, dict(terms.disk_classes), dataset_gib=terms.dataset_gib, cpu_cost=cpu_cost)
     by_workload = group_points(points)
     out = []
     for name in sorted(by_workload):
-        entry = workload_context(f"{name} on {on}" if on else name, by_workload[name], fits.get(name), terms)
+        entry = workload_context(f"{name} on {on}" if on else name, by_workload[name], fits.get(name), terms, cpu_cost)
         if on:
             entry["host"] = {"label": on, "variant": name}
         out.append(entry)
@@ -252,18 +223,18 @@ def _workloads(measured: list[Point], points: list[Point], terms: SizingTerms, o
 
 
 def _workloads_per_host(measured: list[Point], points: list[Point], hosts: list[dict[str, Any]],
-                        sweeps: Sequence[Any], terms: SizingTerms) -> list[dict[str, Any]]:
+                        sweeps: Sequence[SweepRow], terms: SizingTerms, cpu_cost: bool) -> list[dict[str, Any]]:
     """Each workload measured on several hosts once per host, fitted on that host's points alone
     (sizer.report.hosts); every other workload once, as on one host."""
     shared = shared_workloads(measured)
     if not shared:
-        return _workloads(measured, points, terms)
+        return _workloads(measured, points, terms, cpu_cost)
     alone = [p for p in measured if p.workload not in shared]
-    out = _workloads(alone, combine_passes(alone), terms) if alone else []
+    out = _workloads(alone, combine_passes(alone), terms, cpu_cost) if alone else []
     labels = host_labels(hosts)
-    for host_id, own in points_by_host([p for p in measured if p.workload in shared]).items():
-        own_terms = dataclasses.replace(terms, host_speeds=sweep_host_speeds([s for s in sweeps if s.host_id == host_id]))
-        out.extend(_workloads(own, combine_passes(own), own_terms, labels.get(host_id, f"host {host_id}")))
+    for host_id, mine in points_by_host([p for p in measured if p.workload in shared]).items():
+        own = dataclasses.replace(terms, host_speeds=sweep_host_speeds(s.calibration for s in sweeps if s.host_id == host_id))
+        out.extend(_workloads(mine, combine_passes(mine), own, cpu_cost, labels.get(host_id, f"host {host_id}")))
     rank = {label: i for i, label in enumerate(labels.values())}  # hosts in the order their first sweep came
     return sorted(out, key=lambda w: (w["host"]["variant"], rank.get(w["host"]["label"], -1)) if "host" in w
                   else (w["workload"], -1))
@@ -273,15 +244,15 @@ def _workloads_per_host(measured: list[Point], points: list[Point], hosts: list[
 def build_context(
     points: Sequence[Point],
     *,
-    sweeps: Sequence[Any] = (),
+    sweeps: Sequence[SweepRow] = (),
     gpu: str | None = None,
-    tolerance: float = 0.05,
+    tolerance: float = DEFAULT_TOLERANCE,
     catalog_files: Sequence[str | Path] = (),
     dataset_gib: float | None = None,
     job_samples: float | None = None,
     command: str = "",
     enforcement: Sequence[dict[str, Any]] | None = None,
-    disk_classes: dict[str, Any] | None = None,
+    disk_classes: dict[str, DiskClass] | None = None,
     source: str = "",
     cpu_cost: bool = False,
     confidence: float = DEFAULT_CONFIDENCE,
@@ -294,23 +265,19 @@ def build_context(
     Each shape is shown at the median of its passes. `cpu_cost`: the model is fitted on CPU-bound
     figures with each window's CPU time per sample taken out (`sizer.model.take_out_cpu_cost`); the
     points shown stay as measured."""
-    from sizer.diskclasses import load_disk_classes
-
     measured = list(points)
     points = combine_passes(measured)
     if not points:
         raise SizerError("no points to report (measure some with `sizer sweep`, or give --input points.csv)")
-    _check_options(tolerance, dataset_gib)
-    check_confidence(confidence)
     disk_classes = disk_classes if disk_classes is not None else load_disk_classes()
 
     hosts = _hosts(sweeps)
     host_gpus = [g for h in hosts for g in h["gpus"]] + [p.gpu_model for p in points if p.gpu_model]
     target, target_source = target_gpu(gpu, host_gpus)
     catalog = target_catalog(target, gpu, catalog_files)
-    terms = SizingTerms(catalog, target, tolerance, disk_classes, dataset_gib, job_samples, cpu_cost, confidence,
-                        sweep_host_speeds(sweeps))
-    workloads = _workloads_per_host(measured, points, hosts, sweeps, terms)
+    terms = SizingTerms(tuple(catalog), target, disk_classes, tolerance, confidence, dataset_gib, job_samples,
+                        host_speeds=sweep_host_speeds(s.calibration for s in sweeps))
+    workloads = _workloads_per_host(measured, points, hosts, sweeps, terms, cpu_cost)
     attach_adaptive(workloads, sweeps)  # `sizer sweep --strategy adaptive`: measured, predicted, why it stopped
     return jsonable({
         "schema_version": RESULTS_SCHEMA_VERSION,

@@ -7,15 +7,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sizer.errors import SizerError
-
-
-def host_gpu_names(host: dict[str, Any] | None) -> list[str]:
-    """The GPU models a host record names: its probed devices, else its plain `gpus` list."""
-    host = host or {}
-    gpu = host.get("gpu")
-    devices = gpu.get("devices", []) if isinstance(gpu, dict) else []
-    names = [str(d.get("name")) for d in devices if d.get("name")]
-    return names or [str(g) for g in host.get("gpus") or [] if g]
+from sizer.facts import with_facts
+from sizer.points import read_points_csv
+from sizer.store import Store
 
 
 def _enforcement_record(row: Any) -> dict[str, Any]:
@@ -38,7 +32,7 @@ def inputs_from_store(store: Any, sweep_id: int | None = None) -> dict[str, Any]
     rows = list(store.point_rows(sweep_id))
     enforcement = [_enforcement_record(row) for row in rows]
     sweeps = [s for s in store.sweeps() if sweep_id is None or s.id == sweep_id]
-    return {"points": store.points(sweep_id), "sweeps": sweeps, "enforcement": enforcement}
+    return {"points": with_facts(store.points(sweep_id)), "sweeps": sweeps, "enforcement": enforcement}
 
 
 def inputs_from_sweeps(store: Any, sweep_ids: Iterable[int]) -> dict[str, Any]:
@@ -51,13 +45,10 @@ def load_inputs(store: str | Path | None, input_file: str | Path | None,
                 disk_classes: Iterable[str] | None = None) -> dict[str, Any]:
     """Points (and, from a store, sweeps and enforcement) from exactly one of a store or a points
     file; a points file's disk classes must be among `disk_classes` (default: the built-in table)."""
-    from sizer.points import read_points_csv
-    from sizer.store import Store
-
     if store and input_file:
         raise SizerError("give either --store or --input, not both")
     if input_file:
-        points = read_points_csv(input_file, disk_classes)
+        points = with_facts(read_points_csv(input_file, disk_classes))
         return {"points": points, "sweeps": [], "enforcement": None, "source": str(input_file)}
     if not store:
         raise SizerError("give --store PATH (a sweep's store, e.g. results/sizer.sqlite) or --input points.csv")

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 from sizer.errors import SizerError
 from sizer.points import Point, write_points_csv
 from sizer.report.context import build_context
-from sizer.report.values import finite_number
+from sizer.values import finite_number
 
 
 # ---------------------------------------------------------------------------- formatters (template filters)

@@ -43,13 +43,20 @@ import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from sizer.catalog import InstanceType
-from sizer.confidence import DEFAULT_CONFIDENCE
+from sizer.catalog import whole_cents
 from sizer.diskclasses import DiskClass
-from sizer.points import Point
+from sizer.model import WorkloadFit, meets_tolerance
+from sizer.model.decision import fit_trusted
+from sizer.model.evaluate import fit_group
+from sizer.model.tolerance import enough_held_out
+from sizer.model.uncertainty import model_range
+from sizer.points import Point, combine_passes
+from sizer.recommend import Option, Recommendation
 from sizer.shapes import InstanceShape, PlannedPoint, shape_key
+from sizer.sizing import Sizing, SizingTerms, size
+from sizer.variants import SYNTHETIC_INPUT
 
 MIN_SPARE_SHAPES = 2  # real shapes beyond the fit's free parameters before the answer can settle
 DEFAULT_PASSES = 2  # measurements of each shape taken, as a grid's passes
@@ -64,17 +71,26 @@ STOP_REASONS = (STOP_STABLE, STOP_MAX_POINTS, STOP_EXHAUSTED, STOP_TIME)
 
 @dataclass(frozen=True)
 class AdaptiveTerms:
-    """What the answer is judged against, as the report judges it: the target GPU's catalog rows,
-    the disk-class table, the tolerance and the confidence level; the budget of measurements per
-    workload entry (None: no cap but the grid's); and the measurements of each shape taken."""
+    """What the answer is judged against, as the report judges it (`sizer.sizing.SizingTerms`: the
+    target GPU's catalog rows, the disk-class table, the tolerance, the confidence level and the
+    host's speeds over the sweep); the budget of measurements per workload entry (None: no cap but
+    the grid's); and the measurements of each shape taken."""
 
-    catalog: tuple[InstanceType, ...]
-    gpu: str
-    disk_classes: dict[str, DiskClass]
-    tolerance: float = 0.05
-    confidence: float = DEFAULT_CONFIDENCE
+    sizing: SizingTerms
     max_points: int | None = None
     passes: int = DEFAULT_PASSES
+
+    @property
+    def tolerance(self) -> float:
+        return self.sizing.tolerance
+
+    @property
+    def confidence(self) -> float:
+        return self.sizing.confidence
+
+    @property
+    def disk_classes(self) -> Mapping[str, DiskClass]:
+        return self.sizing.disk_classes
 
 
 @dataclass(frozen=True)
@@ -120,42 +136,29 @@ class Step:
 
 
 # ---------------------------------------------------------------------------- the answer
-def _disk_speed(name: str, table: dict[str, DiskClass]) -> float:
+def _disk_speed(name: str, table: Mapping[str, DiskClass]) -> float:
     cls = table.get(name)
     return math.inf if cls is None or cls.read_mbps is None else float(cls.read_mbps)
 
 
-def answer_of(fit: Any, points: Sequence[Point], terms: AdaptiveTerms, rec: Any = None) -> Answer:
-    """The answer the report gives from `points` fitted as `fit` (`rec`: its recommendation, where
-    made already): the pick, and the knee where the report seeks it (`knee_inputs`), with its range."""
-    from sizer.model.uncertainty import fit_draws, knee_range
-    from sizer.recommend import recommend
-    from sizer.report.analysis import predicted_knee
-    from sizer.report.workload import knee_inputs
-
-    if rec is None:
-        rec = recommend(fit, list(terms.catalog), terms.gpu, tolerance=terms.tolerance,
-                        disk_classes=terms.disk_classes, confidence=terms.confidence)
-    at = knee_inputs(points, fit)
-    knee = predicted_knee(fit, fit.ceiling, terms.tolerance, at.ram_high, at.fastest_mbps, at.search_top)
-    knees = knee_range(fit, fit_draws(fit), terms.tolerance, terms.confidence, at.ram_high, at.fastest_mbps,
-                       at.search_top)
-    chosen = rec.chosen
-    return Answer(None if chosen is None else _instance_name(chosen), None if chosen is None else chosen.disk_class,
-                  knee, knees.low, knees.high, stable=rec.optimistic is None, trusted=rec.model_trusted)
-
-
-def _instance_name(option: Any) -> str:
-    return f"{option.instance.cloud}:{option.instance.instance_type}"
+def answer_of(sizing: Sizing) -> Answer:
+    """The answer a sizing gives (`sizer.sizing.size`, as the report sizes): the pick, and the knee
+    with its range."""
+    instance, disk = sizing.pick
+    rec = sizing.recommendation
+    return Answer(instance, disk, sizing.knee, sizing.knee_range.low, sizing.knee_range.high, stable=sizing.stable,
+                  trusted=True if rec is None else rec.model_trusted)
 
 
 @dataclass
 class _Fitted:
-    """The measurements of an entry fitted: the fit, its answer and the recommendation's options."""
+    """The measurements of an entry fitted: the fit, its sizing, its answer and the recommendation's
+    options the ranges leave open."""
 
-    fit: Any
+    fit: WorkloadFit
+    sizing: Sizing
     answer: Answer
-    undecided: list[Any] = field(default_factory=list)  # options the ranges leave open, preferred first
+    undecided: list[Option] = field(default_factory=list)  # options the ranges leave open, preferred first
     other_pick: tuple[str | None, str | None] = (None, None)  # the pick under the other trust verdict
 
     @property
@@ -265,32 +268,17 @@ class AdaptiveChooser:
         return self._memo[key]
 
     def _fit(self, measured: Sequence[tuple[str, Point]]) -> _Fitted | None:
-        from sizer.model.evaluate import fit_group
-
         points = [p for _, p in sorted(measured, key=lambda kp: kp[0])]
-        if not any(p.usable and p.input != "synthetic" for p in points):
+        if not any(p.usable and p.input != SYNTHETIC_INPUT for p in points):
             return None
-        fit = fit_group(self.workload, points, self.terms.disk_classes)
+        fit = fit_group(self.workload, points, dict(self.terms.disk_classes))
         if fit is None:
             return None
-        rec = self._recommend(fit)
-        answer = answer_of(fit, points, self.terms, rec)
-        return _Fitted(fit, answer, _undecided(rec), self._other_pick(fit))
-
-    def _other_pick(self, fit: Any) -> tuple[str | None, str | None]:
-        """The pick under the other trust verdict: the fit itself judged again, so what it computed
-        once per fit is not computed again."""
-        from sizer.model.decision import fit_trusted
-
-        chosen = self._recommend(fit, trusted=not fit_trusted(fit, self.terms.tolerance)).chosen
-        return (None, None) if chosen is None else (_instance_name(chosen), chosen.disk_class)
-
-    def _recommend(self, fit: Any, trusted: bool | None = None) -> Any:
-        from sizer.recommend import recommend
-
-        terms = self.terms
-        return recommend(fit, list(terms.catalog), terms.gpu, tolerance=terms.tolerance, disk_classes=terms.disk_classes,
-                         confidence=terms.confidence, trusted=trusted)
+        # The report sizes each shape at the median of its passes: the same points, the same answer.
+        sizing = size(combine_passes(points), fit, self.terms.sizing)
+        undecided = [] if sizing.recommendation is None else _undecided(sizing.recommendation)
+        return _Fitted(fit, sizing, answer_of(sizing), undecided,
+                       sizing.pick_if(trusted=not fit_trusted(fit, self.terms.tolerance)))
 
     def _settled(self, measured: Sequence[tuple[str, Point]], fitted: _Fitted, counts: dict[str, int]) -> str:
         """Why the answer is settled (see the module), or "" where it is not."""
@@ -317,21 +305,17 @@ class AdaptiveChooser:
     def _trust_pending(fitted: _Fitted) -> bool:
         """Whether the pick turns on a trust verdict more shapes can still change: the pick would
         differ were the model trusted, and it was held out at fewer shapes than trust needs."""
-        from sizer.model.tolerance import enough_held_out
-
         return fitted.trust_decides and not enough_held_out(len(fitted.fit.loo))
 
     def _worst_held_out(self, fitted: _Fitted, counts: dict[str, int]) -> PlannedPoint | None:
         """Where the pick turns on a model its held-out error failed: the shape it predicts worst
         held out, measured once more than the passes (as `--refine` does: a shape measured at a slow
         or fast moment of a shared host moves to its median); None otherwise."""
-        from sizer.model.tolerance import enough_held_out
-
         fit = fitted.fit
         if fitted.answer.trusted or not fitted.trust_decides or not enough_held_out(len(fit.loo)):
             return None
         errors = [(abs(predicted - p.throughput) / p.throughput, p) for p, predicted in fit.loo
-                  if p.throughput > 0 and p.input != "synthetic"]
+                  if p.throughput > 0 and p.input != SYNTHETIC_INPUT]
         if not errors:
             return None
         worst = max(errors, key=lambda ep: (ep[0], -ep[1].vcpus))[1]
@@ -413,7 +397,7 @@ class AdaptiveChooser:
                 out.append(point)
         return out
 
-    def _telling(self, option: Any, counts: dict[str, int]) -> PlannedPoint | None:
+    def _telling(self, option: Option, counts: dict[str, int]) -> PlannedPoint | None:
         """The grid shape that tells an undecided option: the largest one it contains (the floor the
         decision would use), where it is not measured yet; where it contains none (the model alone
         judges it), a shape bound as the option is, nearest it: the most vCPUs on the fastest disk
@@ -439,13 +423,11 @@ class AdaptiveChooser:
     def _most_uncertain(self, fitted: _Fitted, measured: Sequence[tuple[str, Point]],
                         counts: dict[str, int]) -> PlannedPoint | None:
         """The unmeasured shape whose range straddles the tolerance line widest, else the widest range."""
-        from sizer.model.uncertainty import fit_draws, model_range
-
         fit = fitted.fit
-        template = next((p for _, p in measured if p.usable and p.input != "synthetic"), None)
+        template = next((p for _, p in measured if p.usable and p.input != SYNTHETIC_INPUT), None)
         if template is None or fit.ceiling <= 0:
             return None
-        draws = fit_draws(fit)
+        draws = fitted.sizing.draws
         line = (1 - self.terms.tolerance) * fit.ceiling
         best: tuple[tuple[float, ...], PlannedPoint] | None = None
         for point in self.real:
@@ -486,7 +468,7 @@ def _next_pass(point: PlannedPoint, counts: dict[str, int]) -> PlannedPoint:
     return dataclasses.replace(point, pass_no=counts.get(point.key, 0) + 1)
 
 
-def _undecided(rec: Any) -> list[Any]:
+def _undecided(rec: Recommendation) -> list[Option]:
     """The options whose verdict is open, priced, at most as dear as the pick (all of them where
     nothing is picked): they meet the tolerance at the optimistic end of their range but not at the
     pessimistic one, or no measurement judges them (the model is not trusted) and the model's figure
@@ -495,23 +477,19 @@ def _undecided(rec: Any) -> list[Any]:
                             if not o.meets and (o.meets_optimistic or _model_alone_meets(rec, o))])
 
 
-def _model_alone_meets(rec: Any, option: Any) -> bool:
-    from sizer.model.tolerance import meets_tolerance
-
+def _model_alone_meets(rec: Recommendation, option: Option) -> bool:
     return option.basis == "not judged" and meets_tolerance(option.predicted, rec.ceiling, rec.tolerance)
 
 
-def _priced_by(rec: Any, options: list[Any]) -> list[Any]:
+def _priced_by(rec: Recommendation, options: list[Option]) -> list[Option]:
     """Of `options`, the priced ones at most as dear as the pick (all where nothing is picked), cheapest first."""
-    from sizer.catalog import whole_cents
-
     limit = math.inf if rec.chosen is None else whole_cents(rec.chosen.price_per_gpu_hour or 0.0)
     out = [o for o in options if o.price_per_gpu_hour is not None and whole_cents(o.price_per_gpu_hour) <= limit]
     return sorted(out, key=lambda o: (whole_cents(o.price_per_gpu_hour), o.instance.gpu_count, o.instance.instance_type,
                                       o.disk_class))
 
 
-def _contains(option: Any, point: PlannedPoint, table: dict[str, DiskClass]) -> bool:
+def _contains(option: Option, point: PlannedPoint, table: Mapping[str, DiskClass]) -> bool:
     """Whether an option (one GPU's share of a catalog row with a disk class) contains a grid
     shape: at least its vCPUs and RAM, and its disk class or a slower one per GPU, or any disk where
     its page cache holds the dataset (`evidence`)."""

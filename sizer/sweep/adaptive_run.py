@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sizer.errors import SizerError
+from sizer.facts import with_facts
 from sizer.shapes import MAX_PASSES, PlannedPoint, shape_key
+from sizer.sizing import SizingTerms, host_gpu_names, sweep_host_speeds, target_catalog, target_gpu
 from sizer.sweep.adaptive import DEFAULT_PASSES, STOP_TIME, AdaptiveChooser, AdaptiveTerms, Step, shape_counts
+from sizer.variants import Variant
 
 STRATEGIES = ("grid", "adaptive")
 RECORD_KEY = "adaptive"  # the key of the adaptive record in the sweep's calibration record
@@ -57,8 +60,6 @@ class Entry:
 
 def plan_entries(points: list[PlannedPoint]) -> list[Entry]:
     """The plan's workload entries in plan order, each with its workload's GPU ceiling point."""
-    from sizer.variants import Variant
-
     ceilings = {p.workload: p for p in points if p.ceiling and p.pass_no == 1}
     entries: dict[tuple, Entry] = {}
     for p in points:
@@ -86,24 +87,23 @@ def entry_most(entry: Entry, max_points: int | None, passes: int) -> int:
 
 
 def adaptive_terms(sweep: Any) -> AdaptiveTerms:
-    """The target GPU (`--gpu`, else the host's, else the report's default) and its catalog rows, as
-    the sweep's report will judge them."""
-    from sizer.report.context import target_catalog, target_gpu
-    from sizer.report.load import host_gpu_names
-
+    """The target GPU (`--gpu`, else the host's, else the report's default), its catalog rows and
+    the host's speed over the sweep so far, as the sweep's report will judge them."""
     opts = sweep.opts
     host = sweep.store.sweep_host(sweep.sweep_id)
     target, _ = target_gpu(opts.gpu, host_gpu_names(host[1] if host else None))
     catalog = tuple(target_catalog(target, opts.gpu, opts.catalog_files))
-    return AdaptiveTerms(catalog, target, sweep.plan.disk_table, confidence=opts.confidence,
-                         max_points=opts.max_points, passes=adaptive_passes(opts.passes))
+    calibration = next((s.calibration for s in sweep.store.sweeps() if s.id == sweep.sweep_id), None)
+    sizing = SizingTerms(catalog, target, sweep.plan.disk_table, confidence=opts.confidence,
+                         host_speeds=sweep_host_speeds([calibration]))
+    return AdaptiveTerms(sizing, max_points=opts.max_points, passes=adaptive_passes(opts.passes))
 
 
 def stored_pairs(sweep: Any, entry: Entry) -> list[tuple[str, Any]]:
     """The entry's stored (key, point) pairs in the order they were stored."""
     bases = {c.key for c in entry.candidates}
     rows = list(sweep.store.point_rows(sweep.sweep_id))
-    points = sweep.store.points(sweep.sweep_id)
+    points = with_facts(sweep.store.points(sweep.sweep_id))
     return [(row["key"], point) for row, point in zip(rows, points) if shape_key(row["key"]) in bases]
 
 

@@ -317,22 +317,15 @@ class _SweepRun:
         return run
 
     def finish(self) -> None:
-        """Close the sweep (unless a slice left points to go) and write its outputs."""
+        """Close the sweep, unless a slice left points to go (`complete` says which in the summary)."""
+        self.summary["sweep_ids"] = [self.sweep_id]
+        self.summary["complete"] = not self.left
         if self.left:
             self.summary["left"] = self.left
             self.plan.notes.append(
                 f"stopped at the time limit with {self.left} point(s) to go: the same command with --resume goes on")
         else:
             self.store.finish_sweep(self.sweep_id)
-        try:
-            files, not_sized = (write_sweep_outputs(self.store, self.sweep_id, self.opts, self.plan.disk_table)
-                                if self.opts.report else ({}, None))
-            self.summary["outputs"] = files
-            if not_sized and not self.left:  # a slice with points to go may size them yet
-                self.summary["not_sized"] = not_sized
-        except ImportError as exc:  # the report's own dependencies missing: the points are stored anyway
-            self.summary["outputs"] = {}
-            self.plan.notes.append(f"no report written ({exc}); `sizer report --store {self.plan.store}` makes it later")
 
 
 def _add_calibration_workload(plan: SweepPlan, opts: SweepOptions) -> None:
@@ -344,13 +337,11 @@ def _add_calibration_workload(plan: SweepPlan, opts: SweepOptions) -> None:
 
 
 def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | None = None) -> dict[str, Any]:
-    """Plan, check, then measure every point not yet stored; returns a summary (JSON-friendly)."""
-    from sizer.store import Store
-
-    if opts.fleet is not None:  # --ray: the points run on a Ray cluster's nodes (sizer.fleet)
-        from sizer.fleet import run_fleet
-
-        return run_fleet(opts, progress, on_point)
+    """Plan, check, then measure every point not yet stored on this host; returns a summary
+    (JSON-friendly) naming the store and the sweep it measured (`sweep_ids`), and whether every
+    planned point is stored (`complete`). A fleet sweep (`--ray`) runs through `sizer.fleet`."""
+    if opts.fleet is not None:
+        raise SizerError("a fleet sweep (--ray) runs through sizer.fleet.run_fleet, not on this host")
     plan = plan_sweep(opts)
     _add_calibration_workload(plan, opts)  # before the dry run, whose estimate counts the calibration
     parallel = plan_parallel(plan, opts)  # slots, dataset copies and their disk space, checked before any work

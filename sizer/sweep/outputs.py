@@ -1,12 +1,11 @@
-"""What a sweep hands back: a JSON-friendly row per point, the dry run's plan, and the files a
-finished sweep writes (report.html, results.json, points.csv)."""
+"""What a sweep hands back: a JSON-friendly row per point and the dry run's plan."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any
 
 from sizer.shapes import PlannedPoint
 from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan
@@ -118,26 +117,3 @@ def dry_run_summary(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any]:
         "notes": plan.notes,
         "adaptive": adaptive_outline(plan, opts),
     }
-
-
-def write_sweep_outputs(store: Any, sweep_ids: int | Sequence[int], opts: SweepOptions,
-                        disk_table: dict[str, Any] | None = None) -> tuple[dict[str, str], str | None]:
-    """report.html, results.json and points.csv of a sweep, or of several (a fleet run's: a section
-    per host where they are several), where the report module exists; with their paths, why no
-    workload could be sized (None when one could, or when nothing was written)."""
-    if opts.out_dir is None:
-        return {}, None
-    try:
-        from sizer.report import build_context, write_context
-        from sizer.report.context import nothing_sized
-        from sizer.report.load import inputs_from_sweeps
-    except ImportError:
-        return {}, None
-    inputs = inputs_from_sweeps(store, [sweep_ids] if isinstance(sweep_ids, int) else sweep_ids)
-    if not inputs["points"]:
-        return {}, None
-    context = build_context(inputs["points"], sweeps=inputs["sweeps"], gpu=opts.gpu, command=opts.command,
-                            enforcement=inputs["enforcement"], catalog_files=opts.catalog_files, disk_classes=disk_table,
-                            confidence=opts.confidence)
-    paths = write_context(context, inputs["points"], opts.out_dir)
-    return {name: str(path) for name, path in paths.items()}, nothing_sized(context)

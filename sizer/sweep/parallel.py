@@ -455,7 +455,7 @@ class ParallelRunner:
 
 def parallel_summary(setup: ParallelSetup, store: Any, sweep_id: int) -> dict[str, Any]:
     """What the sweep hands back of its slots, and the interference check over its stored points."""
-    from sizer.report.parallel import parallel_context
+    from sizer.interference import parallel_context
 
     return {**setup.outline(), "measured": parallel_context(store.points(sweep_id))}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sizer import cache
-from sizer.confidence import DEFAULT_CONFIDENCE
+from sizer.levels import DEFAULT_CONFIDENCE
 from sizer.diskclasses import DiskClass, get_disk_class, load_disk_classes
 from sizer.errors import SizerError
 from sizer.limits import LimitBackend, block_device_for, detect_backend

@@ -7,7 +7,7 @@ import statistics
 from typing import Any, Sequence
 
 from sizer.points import Point
-from sizer.report.values import significant
+from sizer.values import significant
 
 
 def parallel_mark(point: Point) -> dict[str, Any] | None:
