@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ast
 import csv
-import functools
 import datetime as _dt
+import functools
 import io
 import math
 import re

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from sizer.errors import SizerError
+from workloads import PluginError, load_all
+from workloads.command import define
 
 DEFAULT_NAME = "command"
 
@@ -18,7 +20,6 @@ class CommandJob:
     """A command job as given: the command line (with placeholders), its name in the store and the
     report, where its progress comes from (a regex over its output, else the helper), its unit and
     the dataset folder it reads (None: none)."""
-
     command: str
     name: str = DEFAULT_NAME
     metric_regex: str = ""
@@ -41,9 +42,6 @@ def define_command_job(job: CommandJob, cwd: Path | None = None) -> str:
     """Check the job (its name, placeholders, regex, unit and data folder) and register its
     workload class, which runs the command in `cwd` (default: here); returns the workload's name.
     A SizerError names the first problem."""
-    from workloads import PluginError, load_all
-    from workloads.command import define
-
     try:
         load_all()  # the built-in and plugin names first: the job's may not take one of theirs
     except PluginError as exc:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator
 import psutil
 
 from sizer.errors import SizerError
+from sizer.probe import path_info
 from sizer.units import format_bytes
 
 FIO_INSTALL_HINT = "fio is not installed (sizer measures disks with it): install it with `apt-get install -y fio`"
@@ -502,8 +503,6 @@ def probe_disk(
     Returns the path's filesystem and device, the fio version and engine, and per pattern MB/s
     (10^6 B/s), IOPS and completion-latency p50/p99 (microseconds).
     """
-    from sizer.probe import path_info
-
     if seconds < 1:
         raise SizerError(f"--seconds must be at least 1, not {seconds}")
     size = size // MIB * MIB

@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Sequence
 from sizer.points import Point
 from sizer.variants import SYNTHETIC_INPUT
 from workloads import stats
+from workloads.loop import DRAIN_MAX_S
 from workloads.protocol import METHOD_VERSION, NOISY, OK, Result
 
 USABLE = (OK, NOISY)
@@ -34,7 +35,6 @@ _NOTE_SHAPES = 6  # shapes a note names before "N more shapes"
 @dataclasses.dataclass(frozen=True)
 class SweepSettings:
     """What a re-derivation needs of the sweep a point belongs to."""
-
     time_budget_s: float | None = None
 
 
@@ -142,8 +142,6 @@ def to_capped_drain(result: Result, settings: SweepSettings) -> Result | None:
     window it left, dropped batches made at the pace the window's were: the figure is the drain's
     and the window's samples over their seconds. The window's CPU time per sample no longer goes
     with that figure (the drain's was not counted) and is dropped."""
-    from workloads.loop import DRAIN_MAX_S
-
     counters = result.counters or {}
     drain_s = float(counters.get("drain_seconds") or 0.0)
     measured = _measured(result.steps)

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
 from workloads.protocol import STATUSES, SYNTHETIC_INPUT, UNIT_PATTERN
 
@@ -196,8 +197,6 @@ def parse_points_csv(text: str, name: str = "points.csv", disk_classes: Iterable
     """Points from a points.csv's text. Each row's disk class must be one of `disk_classes` (default:
     the built-in table), its status one sizer writes and its unit one of THROUGHPUT_UNITS."""
     if disk_classes is None:
-        from sizer.diskclasses import load_disk_classes
-
         disk_classes = load_disk_classes()
     known_disks = sorted(disk_classes)
     reader = csv.DictReader(io.StringIO(text))

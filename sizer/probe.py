@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 
 from sizer.errors import SizerError
+from sizer.limits import detect_backend
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_BLOCK_BY_DEV = Path("/sys/dev/block")
@@ -385,10 +386,6 @@ def path_info(path: str) -> dict[str, Any]:
 
 def limits_info() -> dict[str, Any]:
     """The limit backend this host offers and which controllers sizer can write."""
-    try:
-        from sizer.limits import detect_backend
-    except ImportError as exc:
-        return {"error": f"limit backends unavailable: {exc}"}
     try:
         info = detect_backend().info()
     except (SizerError, OSError) as exc:

@@ -33,8 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
+from sizer.model import fit_points
 from sizer.points import Point
+from sizer.store import sweep_calibration_ips
 from sizer.variants import SYNTHETIC_INPUT, Variant
 
 BASELINE_SCHEMA_VERSION = 1
@@ -310,8 +313,6 @@ def _same_shape(point: Point, shape: dict[str, Any]) -> bool:
 
 def host_calibration(points: Sequence[Point], sweeps: Sequence[Any] = ()) -> float | None:
     """The per-vCPU decode-and-augment rate of the measured host: from the points, else the sweeps."""
-    from sizer.store import sweep_calibration_ips  # one reading of the stored calibration
-
     values = [p.calibration_ips for p in points if p.calibration_ips]
     if values:
         return float(statistics.median(values))
@@ -338,9 +339,6 @@ def _fit_for(check: Check, fits: dict[str, Any], path: str) -> Any:
 
 def evaluate(baseline: Baseline, points: Sequence[Point], sweeps: Sequence[Any] = ()) -> list[Outcome]:
     """One Outcome per check, in the baseline's order. A figure that cannot be had is a failure."""
-    from sizer.diskclasses import load_disk_classes
-    from sizer.model import fit_points
-
     by_workload: dict[str, list[Point]] = {}
     for p in points:
         by_workload.setdefault(p.workload, []).append(p)

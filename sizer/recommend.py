@@ -24,11 +24,10 @@ from typing import Any
 
 from sizer.catalog import LOCAL_NVME, InstanceType, disk_types_for, normalize_gpu, whole_cents
 from sizer.diskclasses import DiskClass, load_disk_classes
-from sizer.errors import SizerError
+from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.model import Prediction, WorkloadFit, meets_tolerance
 from sizer.model.decision import Judge, ShapeFigure, untrusted_words
 from sizer.model.scaling import GpuScaling, shared_cache_ram_gib
-from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 
 
 @dataclass

@@ -27,6 +27,7 @@ from sizer.store_schema import (
     point_from_result,
     result_json,
     stored_result,
+    unpack_steps,
 )
 
 __all__ = ["SCHEMA_VERSION", "Store", "SweepRow", "host_fingerprint", "plan_hash", "point_from_result",

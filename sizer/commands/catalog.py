@@ -8,8 +8,11 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from sizer.catalog import import_skypilot as convert
+from sizer.catalog import load_catalog, normalize_gpu, write_catalog
 from sizer.commands.options import catalog_flag, cloud_flag, gpu_flag, json_flag, out_flag
 from sizer.console import console, emit, err_console, print_table
+from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
 
 
@@ -58,9 +61,6 @@ def list_rows(
 
     Example: sizer catalog list --gpu H100 --catalog my-prices.csv
     """
-    from sizer.catalog import load_catalog, normalize_gpu
-    from sizer.diskclasses import load_disk_classes
-
     if no_builtin and not catalog:
         raise SizerError("--no-builtin needs at least one --catalog file")
     rows = load_catalog(tuple(catalog or ()), builtin=not no_builtin, clouds=cloud, gpu=gpu,
@@ -93,8 +93,6 @@ def import_skypilot(
     import datetime as dt
     import re
 
-    from sizer.catalog import import_skypilot as convert
-    from sizer.catalog import write_catalog
 
     try:
         text = vms_csv.read_text()

@@ -9,9 +9,14 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from sizer import disks
 from sizer.commands.options import DiskClassesFile, JsonOutput, limits_flag
 from sizer.console import emit, print_table
+from sizer.diskclasses import get_disk_class, load_disk_classes
 from sizer.errors import SizerError
+from sizer.limits import DiskThrottle, LimitRequest, block_device_for, cleanup_leftovers, detect_backend, device_name
+from sizer.lock import HostLock
+from sizer.shapes import host_cpus
 from sizer.units import format_bytes, parse_size
 
 TOLERANCE = 0.15
@@ -29,12 +34,6 @@ def verify_class(
 ) -> dict[str, Any]:
     """Sequential 1 MiB direct reads on a scratch file under `path`, in a group throttled as
     `class_name`; the measured rate against the class's cap."""
-    from sizer import disks
-    from sizer.diskclasses import get_disk_class, load_disk_classes
-    from sizer.limits import DiskThrottle, LimitRequest, block_device_for, cleanup_leftovers, detect_backend, device_name
-    from sizer.lock import HostLock
-    from sizer.shapes import host_cpus
-
     disk = get_disk_class(class_name, load_disk_classes(disk_classes_file))
     if not disks.fio_available():
         raise SizerError(disks.FIO_INSTALL_HINT)

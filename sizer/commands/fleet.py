@@ -9,6 +9,9 @@ import typer
 from rich.table import Table
 
 from sizer.console import console, print_table
+from sizer.fleet.cluster import require_ray
+from sizer.fleet.options import fleet_options
+from sizer.units import parse_duration
 
 RayAddress = Annotated[Optional[str], typer.Option(
     "--ray",
@@ -35,14 +38,9 @@ FleetWholeNode = Annotated[bool, typer.Option(
 def fleet_from_options(address: str | None, targets: str | None, node_wait: str | None, whole_node: bool) -> Any:
     """The FleetOptions of `sizer sweep`'s fleet options; None without --ray. Ray itself is needed
     (one line and exit 2 without it) before any work."""
-    from sizer.fleet.options import fleet_options
-    from sizer.units import parse_duration
-
     wait = parse_duration(node_wait, "--fleet-node-wait") if node_wait else None
     fleet = fleet_options(address, targets, wait, whole_node)
     if fleet is not None:
-        from sizer.fleet.cluster import require_ray
-
         require_ray()
     return fleet
 

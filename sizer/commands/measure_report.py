@@ -10,7 +10,7 @@ from sizer.diskclasses import load_disk_classes
 from sizer.fleet import run_fleet
 from sizer.report.of_sweeps import write_sweep_report
 from sizer.sweep import SweepOptions, run_sweep
-from sizer.sweep.execute import OnPoint
+from sizer.sweep.state import OnPoint
 
 
 def measure_and_report(opts: SweepOptions, progress: bool = True, on_point: OnPoint | None = None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import typer
 from sizer.commands.options import JsonOutput, store_flag
 from sizer.console import console, emit
 from sizer.errors import SizerError
+from sizer.store import Store
 
 
 def merge(
@@ -24,8 +25,6 @@ def merge(
 
     Example: sizer merge gpu-a/sizer.sqlite gpu-b/sizer.sqlite --store fleet.sqlite
     """
-    from sizer.store import Store
-
     for source in sources:
         if not source.is_file():
             raise SizerError(f"no store at {source}")

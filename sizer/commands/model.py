@@ -8,6 +8,7 @@ from typing import Annotated, Any, Iterable, Optional
 import typer
 from rich.table import Table
 
+from sizer.catalog import load_catalog, normalize_gpu
 from sizer.commands.options import (
     CatalogFiles,
     Confidence,
@@ -24,9 +25,13 @@ from sizer.commands.options import (
     json_flag,
 )
 from sizer.console import console, emit, print_table
+from sizer.diskclasses import load_disk_classes
 from sizer.errors import NothingSized, SizerError
 from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
-from sizer.points import Point, unsized_reason
+from sizer.model import fit_points, group_points
+from sizer.points import Point, combine_passes, unsized_reason
+from sizer.report import load_inputs
+from sizer.sizing import Sizing, SizingTerms, option_json, recommendation_json, size, sweep_host_speeds
 
 # The options `fit` and `recommend` share with each other only.
 DiskCapsFile = Annotated[
@@ -48,8 +53,6 @@ def load_points(store: Path | None, input_file: Path | None, disk_classes: Itera
 
 def _fit(points: list[Point], dataset_gib: float | None, table: dict[str, Any], cpu_cost: bool = False):
     """The fits of the points' workloads; none at all (every point failed) exits 3."""
-    from sizer.model import fit_points, group_points
-
     fits = fit_points(points, table, dataset_gib=dataset_gib, cpu_cost=cpu_cost)
     if not fits:
         reasons = "; ".join(f"{name}: {unsized_reason(group) or 'no usable point'}"
@@ -99,8 +102,6 @@ def fit(
 
     Example: sizer fit --store results/sizer.db --dataset-gib 140
     """
-    from sizer.diskclasses import load_disk_classes
-
     table = load_disk_classes(disk_classes)
     points = load_points(store, input_file, table)
     fits = _fit(points, dataset_gib, table, cpu_cost)

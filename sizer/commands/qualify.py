@@ -17,7 +17,10 @@ from sizer.commands.options import JsonOutput, input_flag, store_flag
 from sizer.console import console, emit, print_table
 from sizer.errors import SizerError
 from sizer.qualify import Baseline, evaluate, host_calibration, junit_xml, load_baseline, summary, write_junit
-from sizer.report import load_inputs
+from sizer.report import inputs_from_store, load_inputs
+from sizer.store import Store
+from sizer.sweep import run_sweep
+from sizer.units import GIB
 
 if TYPE_CHECKING:
     from sizer.sweep import SweepOptions
@@ -28,9 +31,6 @@ DEFAULT_RUN_STORE = Path("results") / "qualify.sqlite"
 # ---------------------------------------------------------------------------- running the suite
 def sweep_options(baseline: Baseline, store: str | Path | None = None) -> SweepOptions:
     """The sweep that measures a baseline's suite: its `sweep` object, else the checks' own shapes."""
-    from sizer.sweep import SweepOptions
-    from sizer.units import GIB
-
     spec = baseline.sweep
     shapes = [c.shape for c in baseline.checks if c.shape]
     vcpus = spec.get("vcpus") or sorted({s["vcpus"] for s in shapes}) or None
@@ -64,10 +64,6 @@ def run_suite(
     """Measure the baseline's suite (`"run": true`) with `sizer.sweep`, then read that sweep's figures.
 
     `overrides` replace fields of the sweep's options (for example `lock_path`)."""
-    from sizer.report import inputs_from_store
-    from sizer.store import Store
-    from sizer.sweep import run_sweep
-
     options = dataclasses.replace(sweep_options(baseline, store), **overrides)
     result = run_sweep(options, progress=progress)
     with Store(result["store"], create=False) as opened:

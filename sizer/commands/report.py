@@ -21,9 +21,10 @@ from sizer.commands.options import (
     gpu_flag,
     json_flag,
 )
-from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.console import console, emit, print_table
+from sizer.diskclasses import load_disk_classes
 from sizer.errors import NothingSized
+from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.report import build_context, format_money, format_number, load_inputs, write_context
 from sizer.report.context import nothing_sized
 
@@ -87,8 +88,6 @@ def report(
 
       sizer report --store results/sizer.sqlite --out results-steady --cpu-cost   (a host whose speed drifts)
     """
-    from sizer.diskclasses import load_disk_classes
-
     table = load_disk_classes(disk_classes)
     inputs = load_inputs(store, input_file, table)
     command = _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost,

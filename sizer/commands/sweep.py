@@ -10,7 +10,9 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from sizer.command_job import DEFAULT_NAME, CommandJob, command_options_problem, define_command_job
 from sizer.commands.fleet import FleetNodeWait, FleetTargets, FleetWholeNode, RayAddress, fleet_from_options, renderer
+from sizer.commands.measure_report import measure_and_report
 from sizer.commands.options import (
     CatalogFiles,
     Confidence,
@@ -23,9 +25,11 @@ from sizer.commands.options import (
     gpu_flag,
     store_flag,
 )
-from sizer.levels import DEFAULT_CONFIDENCE
 from sizer.console import console, emit, err_console, print_table
 from sizer.errors import NothingSized, SizerError
+from sizer.levels import DEFAULT_CONFIDENCE
+from sizer.sweep import SweepOptions, format_duration, run_single
+from sizer.sweep.parallel import describe_parallel
 from sizer.units import format_bytes, parse_duration, parse_int_list, parse_setting, parse_shape_ram, parse_str_list
 
 
@@ -93,8 +97,6 @@ UnitOption = Annotated[Optional[str], typer.Option("--unit", help="The command's
 def _command_job(command: str, name: str | None, metric_regex: str | None, unit: str | None,
                  data: Path | None) -> str:
     """The command job's workload, checked and registered; its name."""
-    from sizer.command_job import DEFAULT_NAME, CommandJob, define_command_job
-
     return define_command_job(CommandJob(command=command, name=name or DEFAULT_NAME, metric_regex=metric_regex or "",
                                          unit=unit or "samples/s", data=data))
 
@@ -147,9 +149,6 @@ def run(
 
     Example: sizer run resnet50-train --gpus 2 --vcpus 32 --ram 96G   (2 GPUs, 16 vCPUs each)
     """
-    from sizer.command_job import command_options_problem
-    from sizer.sweep import run_single
-
     problem = command_options_problem(command, workload is not None, name, metric_regex, unit)
     if problem:
         raise SizerError(problem)
@@ -210,7 +209,6 @@ def render_dry_run(data: dict[str, Any]) -> None:
         name += f" ({p['gpus']} GPUs)" if p.get("gpus", 1) > 1 else ""
         table.add_row(str(i), name, str(p["vcpus"]), f"{p['ram_gib']:g}", p["disk_class"], f"{p['estimated_s']:.0f}")
     print_table(table)
-    from sizer.sweep import format_duration
 
     backend = data["limit_backend"]
     for line in plan_lines(data["plan"], adaptive=bool(data.get("adaptive"))):
@@ -263,8 +261,6 @@ def render_sweep(data: dict[str, Any]) -> None:
     if data.get("skipped"):
         console.print(f"{data['skipped']} point(s) were already stored and not measured again")
     if data.get("parallel"):
-        from sizer.sweep.parallel import describe_parallel
-
         console.print(describe_parallel(data["parallel"]))
     for name, path in (data.get("outputs") or {}).items():
         console.print(f"{name}: {path}")
@@ -465,9 +461,6 @@ def sweep_options(
     fleet_whole_node: bool,
 ) -> Any:
     """`sizer sweep`'s options checked and gathered into SweepOptions (a SizerError names the first problem)."""
-    from sizer.command_job import command_options_problem
-    from sizer.sweep import SweepOptions
-
     problem = command_options_problem(command, workloads is not None, name, metric_regex, unit, "--workloads")
     if problem:
         raise SizerError(problem)

@@ -8,6 +8,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+import workloads
 from sizer.commands.options import JsonOutput
 from sizer.console import console, emit, print_table
 
@@ -15,8 +16,6 @@ from sizer.console import console, emit, print_table
 def workload_rows() -> list[dict[str, Any]]:
     """describe() of every registered workload (MXNet ones when their module is present, plugins of
     the `sizer.workloads` entry points), by name, with each profile's default config."""
-    import workloads
-
     rows = []
     for _name, cls in sorted(workloads.load_all().items()):
         row = cls.describe()

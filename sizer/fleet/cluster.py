@@ -14,7 +14,9 @@ import socket
 from typing import Any
 
 from sizer.errors import SizerError
-from sizer.fleet.options import SLOT_RESOURCE, TARGET_KINDS, TARGET_SHARE, FleetOptions
+from sizer.fleet.identity import target_resources
+from sizer.fleet.node import calibrate_on_node, measure_on_node, plan_on_node
+from sizer.fleet.options import SLOT_RESOURCE, TARGET_SHARE, FleetOptions
 
 # Retries of a task whose node or worker died (Ray's own, on another node of the type where one is left).
 TASK_RETRIES = 3
@@ -62,11 +64,6 @@ def disconnect() -> None:
 
 
 # ---------------------------------------------------------------- the nodes
-def target_resources(resources: dict[str, Any]) -> list[str]:
-    """The node types a node's resources name (instance:<type>, host:<name>)."""
-    return sorted(name for name in resources if name.startswith(TARGET_KINDS))
-
-
 def offered_targets() -> dict[str, int]:
     """Target -> how many alive nodes offer it with a measuring slot."""
     import ray
@@ -91,17 +88,6 @@ def resolve_targets(fleet: FleetOptions) -> tuple[str, ...]:
                          f"with a {SLOT_RESOURCE}: start nodes with --resources "
                          f"'{{\"instance:<type>\": 1, \"{SLOT_RESOURCE}\": 1}}' (docs/fleet.md)")
     return tuple(offered)
-
-
-def this_node() -> tuple[str, str]:
-    """(Ray node id, the node types it offers, comma-separated), from inside a task."""
-    import ray
-
-    node_id = ray.get_runtime_context().get_node_id()
-    for node in ray.nodes():
-        if node.get("NodeID") == node_id:
-            return node_id, ",".join(target_resources(node.get("Resources") or {}))
-    return node_id, ""
 
 
 # ---------------------------------------------------------------- the tasks
@@ -129,19 +115,16 @@ def _remote(function: Any) -> Any:
 
 
 def submit_plan(opts: Any, fleet: FleetOptions, target: str) -> Any:
-    from sizer.fleet.node import plan_on_node
 
     return _remote(plan_on_node).options(**_task_options(target)).remote(opts, fleet, target)
 
 
 def submit_measure(opts: Any, fleet: FleetOptions, target: str, key: str) -> Any:
-    from sizer.fleet.node import measure_on_node
 
     return _remote(measure_on_node).options(**_task_options(target)).remote(opts, fleet, target, key)
 
 
 def submit_calibration(opts: Any, fleet: FleetOptions, target: str, node_id: str) -> Any:
-    from sizer.fleet.node import calibrate_on_node
 
     return _remote(calibrate_on_node).options(**_task_options(target, node_id)).remote(opts, fleet, target)
 

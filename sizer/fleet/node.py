@@ -15,10 +15,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from sizer import __version__
 from sizer.errors import LockHeld, SizerError
+from sizer.fleet.identity import this_node
 from sizer.fleet.options import FleetOptions
+from sizer.limits import cleanup_leftovers
+from sizer.lock import HostLock
 from sizer.shapes import InstanceShape, PlannedPoint, host_gpu_ids
-from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan
+from sizer.sweep.calibration import calibrate
+from sizer.sweep.data import prepare_datasets
+from sizer.sweep.execute import host_info
+from sizer.sweep.measure import keep_steadier, measure_point, wants_repeat
+from sizer.sweep.outputs import dry_run_summary
+from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan, load_workload_classes, plan_sweep
 from sizer.units import GIB
 from workloads.protocol import Result
 
@@ -36,7 +45,6 @@ _CLEANED: list[bool] = []
 @dataclass
 class NodePlan:
     """A target's plan as a node of it made it: its points, their identity and the node's host."""
-
     target: str
     node_id: str
     host: dict[str, Any]
@@ -52,7 +60,6 @@ class NodePlan:
 @dataclass
 class NodeOutcome:
     """One point's task: its measurement, or (`result` None) why the node measured nothing."""
-
     target: str
     key: str
     node_id: str
@@ -102,8 +109,6 @@ def add_whole_node_points(plan: SweepPlan) -> None:
 
 def node_plan(opts: SweepOptions, fleet: FleetOptions) -> SweepPlan:
     """The sweep's plan on this node (made once per worker process)."""
-    from sizer.sweep.plan import load_workload_classes, plan_sweep
-
     key = repr(opts)
     if key not in _PLANS:
         plan = plan_sweep(opts)
@@ -119,8 +124,6 @@ def node_plan(opts: SweepOptions, fleet: FleetOptions) -> SweepPlan:
 def node_host(plan: SweepPlan, node_id: str, node_types: str) -> dict[str, Any]:
     """The store's record of this node's host (sizer.sweep.execute.host_info), with the node types it
     offers: two nodes on one machine are two hosts of the fleet."""
-    from sizer.sweep.execute import host_info
-
     key = str(plan.data_dir)
     if key not in _HOSTS:
         plan.data_dir.mkdir(parents=True, exist_ok=True)  # the probe describes the disk behind it
@@ -130,10 +133,6 @@ def node_host(plan: SweepPlan, node_id: str, node_types: str) -> dict[str, Any]:
 
 def plan_on_node(opts: SweepOptions, fleet: FleetOptions, target: str) -> NodePlan:
     """Ray task: the target's plan, checked on a node of it (a SizerError names the first problem)."""
-    from sizer import __version__
-    from sizer.fleet.cluster import this_node
-    from sizer.sweep.outputs import dry_run_summary
-
     plan = node_plan(opts, fleet)
     node_id, node_types = this_node()
     return NodePlan(
@@ -149,8 +148,6 @@ def node_lock(opts: SweepOptions, patience_s: float = LOCK_PATIENCE_S) -> Iterat
     """The host's lock (one sweep per host), waited for up to `patience_s`: a local sweep on the
     node's machine, or another node of the same machine, delays the fleet's points there instead of
     failing them."""
-    from sizer.lock import HostLock
-
     deadline = time.monotonic() + patience_s
     while True:
         try:
@@ -162,8 +159,6 @@ def node_lock(opts: SweepOptions, patience_s: float = LOCK_PATIENCE_S) -> Iterat
             time.sleep(LOCK_POLL_S)
     try:
         if not _CLEANED:  # limit groups a killed sweep left on this machine
-            from sizer.limits import cleanup_leftovers
-
             cleanup_leftovers()
             _CLEANED.append(True)
         yield
@@ -172,19 +167,15 @@ def node_lock(opts: SweepOptions, patience_s: float = LOCK_PATIENCE_S) -> Iterat
 
 
 def node_datasets(plan: SweepPlan, kinds: list[str] | None = None) -> dict[str, Any]:
-    from sizer.sweep.data import prepare_datasets
 
     key = (str(plan.data_dir), tuple(plan.datasets if kinds is None else kinds))
     if key not in _DATASETS:
-        _DATASETS[key] = prepare_datasets(plan, list(key[1]))
+        _DATASETS[key] = prepare_datasets(plan.dataset_needs(list(key[1])))
     return _DATASETS[key]
 
 
 def measure_on_node(opts: SweepOptions, fleet: FleetOptions, target: str, key: str) -> NodeOutcome:
     """Ray task: measure the point `key` on this node, with --repeat-noisy's second measurement."""
-    from sizer.fleet.cluster import this_node
-    from sizer.sweep.measure import keep_steadier, measure_point, wants_repeat
-
     node_id, node_types = this_node()
     started = time.time()
     try:
@@ -212,8 +203,6 @@ def measure_on_node(opts: SweepOptions, fleet: FleetOptions, target: str, key: s
 
 def calibrate_on_node(opts: SweepOptions, fleet: FleetOptions, target: str) -> dict[str, Any]:
     """Ray task: this node's host calibration (sizer.sweep.calibration), for its sweep's record."""
-    from sizer.sweep.calibration import calibrate
-
     plan = node_plan(opts, fleet)
     cls = plan.classes.get(CALIBRATION_WORKLOAD)
     kinds = sorted(set(plan.datasets) | ({cls.dataset} if cls is not None and cls.dataset else set()))

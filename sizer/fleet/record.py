@@ -15,8 +15,10 @@ import json
 import time
 from typing import Any, Sequence
 
+from sizer.errors import SizerError
 from sizer.fleet.node import NodeOutcome
 from sizer.shapes import PlannedPoint
+from sizer.sweep.plan import load_workload_classes
 from workloads.protocol import ERROR, Result
 
 
@@ -46,9 +48,6 @@ def is_lost(row: Any) -> bool:
 
 def _workload_facts(name: str) -> tuple[str, str]:
     """(framework, unit) of a workload, where this host knows it."""
-    from sizer.errors import SizerError
-    from sizer.sweep.plan import load_workload_classes
-
     try:
         cls = load_workload_classes([name])[name]
     except SizerError:
@@ -58,7 +57,6 @@ def _workload_facts(name: str) -> tuple[str, str]:
 
 class FleetRecord:
     """The run's sweeps (one per target and host), the keys stored per target and the lost marks."""
-
     def __init__(self, store: Any, command: str, identities: dict[str, dict[str, Any]]):
         self.store, self.command, self.identities = store, command, identities
         self.run = ""  # the run's tag: its start time

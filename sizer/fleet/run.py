@@ -17,16 +17,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sizer import __version__
+from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
 from sizer.fleet import cluster
 from sizer.fleet.node import NodeOutcome, NodePlan
 from sizer.fleet.options import FleetOptions
 from sizer.fleet.record import FleetRecord, target_identity
 from sizer.shapes import PlannedPoint
+from sizer.store import Store
 from sizer.sweep.outputs import count_statuses, point_summary, stored_point_summary
 from sizer.sweep.plan import DEFAULT_OUT, STORE_NAME, SweepOptions, check_target_gpu
 from sizer.sweep.progress import SweepProgress, format_duration
 from sizer.sweep.signals import check_stop, stop_on_signals
+from sizer.sweep.strategy import check_strategy
 
 OnPoint = Callable[[dict[str, Any]], None]
 POLL_S = 1.0  # how often the driver looks for finished tasks and for targets left without a node
@@ -36,14 +39,12 @@ NODES_EVERY_S = 2.0
 @dataclass
 class _Task:
     """What one submitted Ray task stands for: a point of a target, or a host's calibration."""
-
     target: str
     point: PlannedPoint | None = None  # None: the calibration of the host `host_id`
     host_id: int = 0
 
 
 def _check_options(opts: SweepOptions) -> None:
-    from sizer.sweep.adaptive_run import check_strategy
 
     check_strategy(opts.strategy, opts.max_points, opts.passes, opts.refine, opts.gpus, opts.parallel, opts.fleet)
     if opts.refine:
@@ -57,8 +58,6 @@ def _check_options(opts: SweepOptions) -> None:
 def _check_report_inputs(opts: SweepOptions) -> dict[str, Any]:
     """What the driver's report reads, checked before any work: its disk-class file (its table is
     returned), its catalogs and a --gpu one of their rows has (a node never reads them)."""
-    from sizer.diskclasses import load_disk_classes
-
     disk_table = load_disk_classes(opts.disk_classes_file)
     check_target_gpu(opts)
     return disk_table
@@ -142,8 +141,6 @@ def run_fleet(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
             plans = plan_targets(node_options(opts), fleet, targets, _say(progress))
             if opts.dry_run:
                 return dry_run(fleet, plans)
-            from sizer.store import Store
-
             with Store(store_path(opts)) as store:
                 return _FleetRun(opts, fleet, plans, store, on_point, disk_table).run(progress)
     finally:
@@ -152,7 +149,6 @@ def run_fleet(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
 
 class _FleetRun:
     """One run of a fleet sweep: its tasks in flight, its record in the store, its summary."""
-
     def __init__(self, opts: SweepOptions, fleet: FleetOptions, plans: dict[str, NodePlan], store: Any,
                  on_point: OnPoint | None, disk_table: dict[str, Any] | None = None):
         self.opts, self.fleet, self.plans, self.store, self.on_point = opts, fleet, plans, store, on_point

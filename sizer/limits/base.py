@@ -41,7 +41,6 @@ class LimitRequest:
 @dataclass
 class Enforcement:
     """What a group really enforces, read back from the kernel after setting it."""
-
     backend: str
     cpus: str = ""
     memory: str = "not enforced"
@@ -56,7 +55,6 @@ class LimitGroup(abc.ABC):
     it ends the group's processes and removes the group. A cgroup backend starts it with the group;
     `remove()` releases it.
     """
-
     request: LimitRequest
     _watchdog: "Watchdog | None" = None
 
@@ -67,8 +65,6 @@ class LimitGroup(abc.ABC):
     def watchdog(self) -> "Watchdog":
         """The group's watchdog, started on first use."""
         if self._watchdog is None:
-            from sizer.limits.watchdog import Watchdog
-
             self._watchdog = Watchdog(self.cgroup_dirs())
         return self._watchdog
 
@@ -84,29 +80,24 @@ class LimitGroup(abc.ABC):
     @abc.abstractmethod
     def preexec(self) -> Callable[[], None]:
         """A function for subprocess's preexec_fn: moves the new child (and only it) into the group."""
-
     @abc.abstractmethod
     def enforcement(self) -> Enforcement: ...
 
     @abc.abstractmethod
     def cpu_seconds(self) -> float:
         """CPU time used by the group's processes so far (cgroup accounting)."""
-
     @abc.abstractmethod
     def read_bytes(self) -> int:
         """Bytes read from the throttled device by the group's processes so far."""
-
     @abc.abstractmethod
     def oom_killed(self) -> bool:
         """True when the kernel's OOM killer killed a process of this group (from the group's events)."""
-
     @abc.abstractmethod
     def memory_peak_bytes(self) -> int | None: ...
 
     @abc.abstractmethod
     def remove(self) -> None:
         """Remove the group and its throttle; idempotent."""
-
     def __enter__(self) -> "LimitGroup":
         return self
 
@@ -135,7 +126,6 @@ class LimitBackend(abc.ABC):
     @abc.abstractmethod
     def cleanup_leftovers(self) -> list[str]:
         """Remove groups and throttles left by a killed sweep; returns what was removed."""
-
     @abc.abstractmethod
     def list_groups(self) -> list[str]:
         """Every group and throttle of sizer's that exists now."""

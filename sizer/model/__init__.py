@@ -29,9 +29,9 @@ The package is pure: points in, fits out; nothing is read or written. Its parts:
 A fitted ceiling is never below the best measured shape (the median of its passes).
 """
 
-from sizer.model.evaluate import fit_group, held_out_errors, shape_of, worst_predicted
 from sizer.model.cpu_cost import BUSY_CPU_UTIL, scale_busy_points, take_out_cpu_cost, window_cpu_speed
 from sizer.model.equations import cpu_scale
+from sizer.model.evaluate import fit_group, held_out_errors, shape_of, worst_predicted
 from sizer.model.fit import fit_points
 from sizer.model.grouping import group_points
 from sizer.model.tolerance import meets_tolerance, tolerance_target

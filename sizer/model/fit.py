@@ -15,8 +15,8 @@ from sizer.model.cpu_cost import cpu_cost_note, take_out_cpu_cost, window_cpu_sp
 from sizer.model.grouping import group_points, multi_gpu_groups
 from sizer.model.identify import fit_identifiable
 from sizer.model.measured import GroupMeasurements, measure_group
-from sizer.model.scaling import measure_scaling
 from sizer.model.problem import FitProblem, ape_stats, leave_one_out, starts, with_sharpness
+from sizer.model.scaling import measure_scaling
 from sizer.model.types import WorkloadFit
 from sizer.points import Point, combine_passes
 from sizer.variants import SYNTHETIC_INPUT

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from sizer.store import SweepRow
+from sizer.variants import Variant
 
 RECORD_KEY = "adaptive"  # sizer.sweep.adaptive_run.RECORD_KEY (the report does not import the sweep)
 
@@ -31,8 +32,6 @@ def adaptive_records(sweeps: Sequence[SweepRow]) -> list[dict[str, Any]]:
 def record_for(label: str, records: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The record of a fitted group (`label`: `name[k=v,...]`): of its workload, with no setting
     that contradicts the label's, the one naming most of them."""
-    from sizer.variants import Variant
-
     variant = Variant.from_label(label)
     wanted = {k: str(v) for k, v in variant.config.items()}
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from sizer.points import Point
 from sizer.model import BUSY_CPU_UTIL, WorkloadFit, window_cpu_speed
+from sizer.points import Point
 from sizer.values import finite_number
 from sizer.variants import SYNTHETIC_INPUT
 

@@ -186,7 +186,8 @@ def _calibration(points: Sequence[Point], sweeps: Sequence[SweepRow]) -> dict[st
         "ips_per_vcpu": significant(statistics.median(rates), 6) if rates else None,
         "source": "points" if calib_points else ("sweep calibration" if calib_sweeps else None),
         "per_sweep": [{"sweep": s.id, **(s.calibration or {})} for s in sweeps if s.calibration],
-        "timelines": host_speed_timelines([(s.id, s.calibration) for s in sweeps]),  # the host's speed over each sweep, where recorded
+        # the host's speed over each sweep, where recorded
+        "timelines": host_speed_timelines([(s.id, s.calibration) for s in sweeps]),
         "note": (
             "One vCPU's JPEG decode-and-augment rate on this host. Another CPU model scales the CPU-bound "
             "figures by the ratio of its calibration to this one."

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Sequence
 
+from sizer.model.grouping import variant_labels
 from sizer.points import Point
+from sizer.variants import SYNTHETIC_INPUT, Variant
 
 
 def host_labels(hosts: Sequence[dict[str, Any]]) -> dict[Any, str]:
@@ -31,9 +33,6 @@ def shared_workloads(points: Sequence[Point]) -> set[str]:
     """The workloads the report splits by host: those with a variant whose real-input points come
     from more than one host. Variants measured each on a host of its own (CPU decoding on one,
     GPU decoding on another) keep their workload whole, with its ceiling."""
-    from sizer.model.grouping import variant_labels
-    from sizer.variants import SYNTHETIC_INPUT, Variant
-
     labels = variant_labels(list(points))
     hosts: dict[str, set[Any]] = {}
     for p in points:

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Sequence
 
 from sizer.errors import SizerError
 from sizer.points import Point, write_points_csv
+from sizer.report.charts import workload_charts
 from sizer.report.context import build_context
 from sizer.values import finite_number
 
@@ -70,7 +71,6 @@ def render_html(context: dict[str, Any]) -> str:
     import jinja2
     from markupsafe import Markup
 
-    from sizer.report.charts import workload_charts  # matplotlib loads only when a report is drawn
 
     templates = templates_dir()
     env = jinja2.Environment(

@@ -14,14 +14,17 @@ Order of work (nothing is measured before every input is known good):
      worst (`refine`); with `--parallel K`, up to K one-GPU points at once, each in a slot of its
      own GPU, cores and dataset copy, committed by the main thread as they end (`parallel`,
      `placement`);
-  6. write report.html, results.json and points.csv (`outputs`).
+  6. hand back a summary naming the store and the sweep (`outputs`); the command layer then writes
+     report.html, results.json and points.csv (`sizer.report`: the sweep never imports it).
+The run's state, shared by the grid, the adaptive loop (`adaptive_run`) and the parallel runner,
+is `state.SweepRun`.
 Ctrl-C or SIGTERM stop after removing the group in use (`signals`); committed points stay and
 `--resume` continues with the rest.
 """
 
 from sizer.sweep.calibration import calibrate
 from sizer.sweep.data import Dataset, dataset_dir, prepare_datasets
-from sizer.sweep.execute import check_same_host, run_single, run_sweep
+from sizer.sweep.execute import run_single, run_sweep
 from sizer.sweep.measure import keep_steadier, limit_request, measure_point, wants_repeat
 from sizer.sweep.outputs import dry_run_summary
 from sizer.sweep.plan import (
@@ -37,15 +40,18 @@ from sizer.sweep.plan import (
 from sizer.sweep.progress import SweepProgress, format_duration
 from sizer.sweep.refine import refine_points
 from sizer.sweep.signals import SweepTerminated, check_stop, stop_on_signals
+from sizer.sweep.state import OnPoint, SweepRun, check_same_host
 
 __all__ = [
     "CALIBRATION_WORKLOAD",
     "DEFAULT_OUT",
     "STORE_NAME",
     "Dataset",
+    "OnPoint",
     "SweepOptions",
     "SweepPlan",
     "SweepProgress",
+    "SweepRun",
     "SweepTerminated",
     "calibrate",
     "check_same_host",

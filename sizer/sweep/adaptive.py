@@ -56,10 +56,10 @@ from sizer.points import Point, combine_passes
 from sizer.recommend import Option, Recommendation
 from sizer.shapes import InstanceShape, PlannedPoint, shape_key
 from sizer.sizing import Sizing, SizingTerms, size
+from sizer.sweep.strategy import DEFAULT_PASSES
 from sizer.variants import SYNTHETIC_INPUT
 
 MIN_SPARE_SHAPES = 2  # real shapes beyond the fit's free parameters before the answer can settle
-DEFAULT_PASSES = 2  # measurements of each shape taken, as a grid's passes
 
 # Why an adaptive sweep stopped measuring an entry (`Step.stopped`).
 STOP_STABLE = "stable"
@@ -485,8 +485,8 @@ def _priced_by(rec: Recommendation, options: list[Option]) -> list[Option]:
     """Of `options`, the priced ones at most as dear as the pick (all where nothing is picked), cheapest first."""
     limit = math.inf if rec.chosen is None else whole_cents(rec.chosen.price_per_gpu_hour or 0.0)
     out = [o for o in options if o.price_per_gpu_hour is not None and whole_cents(o.price_per_gpu_hour) <= limit]
-    return sorted(out, key=lambda o: (whole_cents(o.price_per_gpu_hour), o.instance.gpu_count, o.instance.instance_type,
-                                      o.disk_class))
+    return sorted(out, key=lambda o: (whole_cents(o.price_per_gpu_hour or 0.0), o.instance.gpu_count,
+                                      o.instance.instance_type, o.disk_class))
 
 
 def _contains(option: Option, point: PlannedPoint, table: Mapping[str, DiskClass]) -> bool:

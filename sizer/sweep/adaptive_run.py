@@ -12,81 +12,20 @@ The chooser sees only the stored points, in the order they were stored: a killed
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from sizer.errors import SizerError
 from sizer.facts import with_facts
-from sizer.shapes import MAX_PASSES, PlannedPoint, shape_key
+from sizer.points import Point
+from sizer.shapes import PlannedPoint, shape_key
 from sizer.sizing import SizingTerms, host_gpu_names, sweep_host_speeds, target_catalog, target_gpu
-from sizer.sweep.adaptive import DEFAULT_PASSES, STOP_TIME, AdaptiveChooser, AdaptiveTerms, Step, shape_counts
-from sizer.variants import Variant
+from sizer.sweep.adaptive import STOP_TIME, AdaptiveChooser, AdaptiveTerms, Step, shape_counts
+from sizer.sweep.state import SweepRun
+from sizer.sweep.strategy import Entry, adaptive_passes, entry_most, plan_entries
 
-STRATEGIES = ("grid", "adaptive")
 RECORD_KEY = "adaptive"  # the key of the adaptive record in the sweep's calibration record
 
 
-def check_strategy(strategy: str, max_points: int | None, passes: int | None, refine: int | None,
-                   gpus: list[int] | None, parallel: int | None, fleet: Any) -> None:
-    """`--strategy` and `--max-points` and what an adaptive sweep cannot be combined with."""
-    if strategy not in STRATEGIES:
-        raise SizerError(f"--strategy wants one of {', '.join(STRATEGIES)}, got {strategy!r}")
-    if max_points is not None and max_points < 1:
-        raise SizerError(f"--max-points wants 1 or more measurements per workload, got {max_points}")
-    if strategy == "grid":
-        if max_points is not None:
-            raise SizerError("--max-points caps an adaptive sweep: give it with --strategy adaptive")
-        return
-    if passes is not None and not 1 <= passes <= MAX_PASSES:
-        raise SizerError(f"--passes wants 1 to {MAX_PASSES} measurements of each shape, got {passes}")
-    if refine not in (None, 0):
-        raise SizerError("--strategy adaptive measures a shape again where that can change the answer: "
-                         "leave out --refine")
-    if gpus and sorted(set(gpus)) != [1]:
-        raise SizerError("--strategy adaptive sizes one GPU's shapes: leave out --gpus")
-    if parallel not in (None, 1) or fleet is not None:
-        raise SizerError("--strategy adaptive measures one point at a time: leave out --parallel and --ray")
-
-
-@dataclass
-class Entry:
-    """One workload entry of the plan: its label, settings and grid as a one-pass plan."""
-
-    label: str
-    workload: str
-    settings: dict[str, Any]
-    candidates: list[PlannedPoint]
-
-
-def plan_entries(points: list[PlannedPoint]) -> list[Entry]:
-    """The plan's workload entries in plan order, each with its workload's GPU ceiling point."""
-    ceilings = {p.workload: p for p in points if p.ceiling and p.pass_no == 1}
-    entries: dict[tuple, Entry] = {}
-    for p in points:
-        if p.ceiling or p.pass_no != 1:
-            continue
-        key = (p.workload, tuple(sorted((k, str(v)) for k, v in p.config.items())))
-        if key not in entries:
-            entries[key] = Entry(Variant.of(p.workload, p.config).label, p.workload, dict(p.config), [])
-            if p.workload in ceilings:
-                entries[key].candidates.append(ceilings[p.workload])
-        entries[key].candidates.append(p)
-    return list(entries.values())
-
-
-def adaptive_passes(passes: int | None) -> int:
-    """The measurements an adaptive sweep takes of each shape: --passes, else DEFAULT_PASSES."""
-    return DEFAULT_PASSES if passes is None else passes
-
-
-def entry_most(entry: Entry, max_points: int | None, passes: int) -> int:
-    """The most measurements an adaptive sweep takes of an entry: every shape's passes (its GPU
-    ceiling once), or --max-points where fewer."""
-    grid = sum(1 if c.ceiling else passes for c in entry.candidates)
-    return grid if max_points is None else min(max_points, grid)
-
-
-def adaptive_terms(sweep: Any) -> AdaptiveTerms:
+def adaptive_terms(sweep: SweepRun) -> AdaptiveTerms:
     """The target GPU (`--gpu`, else the host's, else the report's default), its catalog rows and
     the host's speed over the sweep so far, as the sweep's report will judge them."""
     opts = sweep.opts
@@ -99,7 +38,7 @@ def adaptive_terms(sweep: Any) -> AdaptiveTerms:
     return AdaptiveTerms(sizing, max_points=opts.max_points, passes=adaptive_passes(opts.passes))
 
 
-def stored_pairs(sweep: Any, entry: Entry) -> list[tuple[str, Any]]:
+def stored_pairs(sweep: SweepRun, entry: Entry) -> list[tuple[str, Point]]:
     """The entry's stored (key, point) pairs in the order they were stored."""
     bases = {c.key for c in entry.candidates}
     rows = list(sweep.store.point_rows(sweep.sweep_id))
@@ -107,8 +46,8 @@ def stored_pairs(sweep: Any, entry: Entry) -> list[tuple[str, Any]]:
     return [(row["key"], point) for row, point in zip(rows, points) if shape_key(row["key"]) in bases]
 
 
-def measure_adaptively(sweep: Any) -> None:
-    """Each entry's adaptive loop on an opened, prepared sweep (`execute._SweepRun`)."""
+def measure_adaptively(sweep: SweepRun) -> None:
+    """Each entry's adaptive loop on an opened, prepared sweep (`sizer.sweep.state.SweepRun`)."""
     entries = plan_entries(sweep.plan.points)
     terms = adaptive_terms(sweep)
     most = sum(entry_most(e, terms.max_points, terms.passes) for e in entries)
@@ -129,7 +68,7 @@ def measure_adaptively(sweep: Any) -> None:
     sweep.summary["adaptive"] = record
 
 
-def _run_entry(sweep: Any, entry: Entry, chooser: AdaptiveChooser) -> Step:
+def _run_entry(sweep: SweepRun, entry: Entry, chooser: AdaptiveChooser) -> Step:
     """Measure the chooser's shapes until it stops or the slice has no time left; the last step."""
     while True:
         step = chooser.step(stored_pairs(sweep, entry))
@@ -165,7 +104,7 @@ def _shape_label(point: PlannedPoint) -> str:
     return point.shape.label() + (" (GPU ceiling)" if point.ceiling else "")
 
 
-def keep_record(sweep: Any, record: dict[str, Any]) -> None:
+def keep_record(sweep: SweepRun, record: dict[str, Any]) -> None:
     """Store the adaptive record in the sweep's calibration record, where the host's speed entries
     go too (the dict they are written from gets it as well, so a later entry keeps it)."""
     current = next((s.calibration for s in sweep.store.sweeps() if s.id == sweep.sweep_id), None) or {}

@@ -14,6 +14,7 @@ from sizer.sweep.defaults import REPEAT_BUDGET_S, REPEATS
 from sizer.sweep.measure import measure_point
 from sizer.sweep.plan import CALIBRATION_BUDGET_S, CALIBRATION_WORKLOAD, SweepPlan
 from sizer.sweep.timeline import alone_point, entry_of, measure_repeats
+from workloads.cpu_calibrate import calibration_method
 
 
 def calibrate(plan: SweepPlan, datasets: dict[str, Dataset], at_s: float = 0.0) -> dict[str, Any]:
@@ -82,7 +83,6 @@ def calibration_of_host(store: Any, host_id: int, plan: SweepPlan) -> dict[str, 
     cls = plan.classes.get(CALIBRATION_WORKLOAD)
     if cls is None:
         return None
-    from workloads.cpu_calibrate import calibration_method
 
     current_method = calibration_method(cls.defaults.get(plan.profile, {}))
     for row in reversed(store.sweeps()):

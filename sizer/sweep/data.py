@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sizer import cache
-from sizer.variants import SYNTHETIC_INPUT
-
-if TYPE_CHECKING:
-    from sizer.sweep.plan import SweepPlan
+from sizer.datasets import ensure_imagenet, ensure_ptb
 
 GENERATED_DATASETS = ("imagenet", "ptb")
 # Synthetic dataset sizes: many times a loader's prefetch depth, so a cold pass is disk-bound
@@ -57,47 +54,28 @@ def _info_path(info: dict[str, Any], fallback: Path) -> Path:
     return fallback
 
 
-def _image_count(plan: SweepPlan) -> int:
-    """The most images any workload of the plan asks for, at least the profile's default."""
-    counts = [DATASET_IMAGES.get(plan.profile, 2048)]
-    for cls in plan.classes.values():
-        cfg = cls.defaults.get(plan.profile, {})
-        if cls.dataset == "imagenet" and isinstance(cfg.get("dataset_images"), int):
-            counts.append(int(cfg["dataset_images"]))
-    return max(counts)
+@dataclass(frozen=True)
+class DatasetNeeds:
+    """What a sweep's points read: the data root, the dataset kinds, and for the image dataset how
+    many images and which packed formats (lmdb, rec, tar) besides the files (`SweepPlan.dataset_needs`)."""
+
+    data_dir: Path
+    kinds: tuple[str, ...]
+    images: int
+    image_formats: tuple[str, ...] = ("files",)
 
 
-def _image_formats(plan: SweepPlan) -> tuple[str, ...]:
-    """The image files plus every packed format (lmdb, rec, tar) a point of the plan reads."""
-    formats = {"files"}
-    for p in plan.points:
-        cls = plan.classes[p.workload]
-        if cls.dataset != "imagenet":
-            continue
-        cfg = dict(cls.defaults.get(plan.profile, {}))
-        cfg.update(p.config)
-        fmt = cfg.get("input")
-        if isinstance(fmt, str) and fmt not in (SYNTHETIC_INPUT, "files", ""):
-            formats.add(fmt)
-    return tuple(sorted(formats))
-
-
-def prepare_datasets(plan: SweepPlan, kinds: list[str] | None = None) -> dict[str, Dataset]:
+def prepare_datasets(needs: DatasetNeeds) -> dict[str, Dataset]:
     """Generate (or find) each dataset once; returns kind -> Dataset."""
     out: dict[str, Dataset] = {}
-    kinds = plan.datasets if kinds is None else kinds
-    plan.data_dir.mkdir(parents=True, exist_ok=True)
-    for kind in kinds:
-        where = dataset_dir(plan.data_dir, kind)
+    needs.data_dir.mkdir(parents=True, exist_ok=True)
+    for kind in needs.kinds:
+        where = dataset_dir(needs.data_dir, kind)
         if kind == "imagenet":
-            from sizer.datasets import ensure_imagenet
-
             where.mkdir(exist_ok=True)
-            info = ensure_imagenet(where, images=_image_count(plan), seed=0, formats=_image_formats(plan))
+            info = ensure_imagenet(where, images=needs.images, seed=0, formats=needs.image_formats)
             out[kind] = Dataset(kind, _info_path(info, where), dict(info))
         elif kind == "ptb":
-            from sizer.datasets import ensure_ptb
-
             where.mkdir(exist_ok=True)
             info = ensure_ptb(where)
             out[kind] = Dataset(kind, _info_path(info, where), dict(info))

@@ -9,6 +9,7 @@ from typing import Any
 
 from sizer.shapes import PlannedPoint
 from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan
+from sizer.sweep.strategy import adaptive_passes, entry_most, plan_entries
 from workloads.protocol import Result
 
 
@@ -79,7 +80,6 @@ def adaptive_outline(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any] | No
     what that costs at most. None for a grid sweep."""
     if opts.strategy != "adaptive":
         return None
-    from sizer.sweep.adaptive_run import adaptive_passes, entry_most, plan_entries
 
     passes = adaptive_passes(opts.passes)
     entries, seconds = [], 0.0

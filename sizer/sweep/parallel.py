@@ -23,23 +23,22 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from sizer import cache
 from sizer.errors import SizerError
+from sizer.interference import parallel_context
 from sizer.limits import block_device_for
 from sizer.points import USABLE_STATUSES
 from sizer.runner import PointRun
-from sizer.shapes import HostCpus, PlannedPoint
+from sizer.shapes import PlannedPoint
 from sizer.sweep.data import Dataset, dataset_bytes_estimate, dataset_dir, prepare_datasets
 from sizer.sweep.outputs import about_minutes
-from sizer.sweep.placement import Slot, check_slots_fit, plan_slots, read_topology
+from sizer.sweep.placement import Place, Slot, check_slots_fit, plan_slots, read_topology
 from sizer.sweep.plan import SweepOptions, SweepPlan
 from sizer.sweep.signals import STOP, check_stop
+from sizer.sweep.state import SweepRun
 from sizer.units import GIB, format_bytes
-
-if TYPE_CHECKING:
-    from sizer.sweep.execute import _SweepRun
 
 # Serial until a multi-GPU host has measured what points beside each other cost
 # (docs/PERFORMANCE.md, "Parallel sweeps"): the one number to change once it has.
@@ -68,7 +67,6 @@ def alone_key(key: str) -> str:
 @dataclass(frozen=True)
 class DatasetCopy:
     """Slot `slot`'s copy of a dataset, and the bytes it still needs on disk (0: already there)."""
-
     kind: str
     slot: int
     source: Path
@@ -79,7 +77,6 @@ class DatasetCopy:
 @dataclass
 class ParallelSetup:
     """A parallel sweep's slots, its dataset copies and the planned points also measured alone."""
-
     slots: list[Slot]
     copies: list[DatasetCopy]
     checks: list[str]
@@ -289,15 +286,6 @@ def slot_datasets(datasets: dict[str, Dataset], slot: int, data_dir: Path, note:
 
 
 # ---------------------------------------------------------------- measuring
-@dataclass(frozen=True)
-class Place:
-    """Where a point of a parallel sweep runs: its slot's CPUs and GPU, and the slot's datasets."""
-
-    cpus: HostCpus
-    gpus: tuple[int, ...] | None
-    datasets: dict[str, Dataset]
-
-
 @dataclass
 class _Flight:
     point: PlannedPoint
@@ -307,8 +295,7 @@ class _Flight:
 
 class ParallelRunner:
     """Measures a sweep's points up to one per slot at once, committing each as it ends."""
-
-    def __init__(self, sweep: _SweepRun, setup: ParallelSetup):
+    def __init__(self, sweep: SweepRun, setup: ParallelSetup):
         self.sweep, self.setup = sweep, setup
         self.free = list(setup.slots)
         self.flying: dict[Future[PointRun], _Flight] = {}
@@ -340,7 +327,7 @@ class ParallelRunner:
         for note in self.setup.notes:
             sweep.bar.note(note)
         if sweep.plan.datasets and not sweep.datasets:  # only alone measurements left: no point prepared them
-            sweep.datasets = prepare_datasets(sweep.plan)
+            sweep.datasets = prepare_datasets(sweep.plan.dataset_needs())
         datasets = {kind: d for kind, d in sweep.datasets.items() if kind in sweep.plan.datasets}
         t0 = time.monotonic()
         for slot in self.setup.slots:
@@ -455,8 +442,6 @@ class ParallelRunner:
 
 def parallel_summary(setup: ParallelSetup, store: Any, sweep_id: int) -> dict[str, Any]:
     """What the sweep hands back of its slots, and the interference check over its stored points."""
-    from sizer.interference import parallel_context
-
     return {**setup.outline(), "measured": parallel_context(store.points(sweep_id))}
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sizer.errors import SizerError
 from sizer.shapes import HostCpus, host_gpu_ids, parse_cpu_list, select_cpus
+from sizer.sweep.data import Dataset
 
 NODE_SYSFS = Path("/sys/devices/system/node")
 PCI_SYSFS = Path("/sys/bus/pci/devices")
@@ -217,3 +218,11 @@ def check_slots_fit(slots: list[Slot], vcpus: int, host_threads: int) -> None:
             f"--parallel {len(slots)}: a shape of {vcpus} vCPUs does not fit a slot of {smallest} hardware threads "
             f"(this host's {host_threads} split among {len(slots)} slots{numa}): give a smaller --parallel "
             f"or vCPU counts up to {smallest}")
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a point of a parallel sweep runs: its slot's CPUs and GPU, and the slot's datasets."""
+    cpus: HostCpus
+    gpus: tuple[int, ...] | None
+    datasets: dict[str, Dataset]

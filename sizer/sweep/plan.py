@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from sizer import cache
-from sizer.levels import DEFAULT_CONFIDENCE
+from sizer.catalog import load_catalog, normalize_gpu
 from sizer.diskclasses import DiskClass, get_disk_class, load_disk_classes
 from sizer.errors import SizerError
+from sizer.levels import DEFAULT_CONFIDENCE
 from sizer.limits import LimitBackend, block_device_for, detect_backend
 from sizer.probe import hypervisor
 from sizer.runner import interpreter_for
@@ -32,9 +33,11 @@ from sizer.shapes import (
     host_ram_bytes,
 )
 from sizer.sweep import defaults
-from sizer.sweep.data import GENERATED_DATASETS
+from sizer.sweep.data import DATASET_IMAGES, GENERATED_DATASETS, DatasetNeeds
+from sizer.sweep.strategy import adaptive_passes, check_strategy
 from sizer.units import GIB
-from sizer.variants import Variant
+from sizer.variants import SYNTHETIC_INPUT, Variant
+from workloads import load_all
 from workloads.protocol import PROFILES, Workload
 
 DEFAULT_OUT = Path("results")
@@ -128,6 +131,34 @@ class SweepPlan:
         self.passes_reason = f"the start calibration spread by {spread:.0%}, over {defaults.START_SPREAD_LIMIT:.0%}"
         return True
 
+    def dataset_needs(self, kinds: list[str] | None = None) -> DatasetNeeds:
+        """What the plan's points read (`kinds`: these datasets only, default all the plan's)."""
+        return DatasetNeeds(self.data_dir, tuple(self.datasets if kinds is None else kinds), self._image_count(),
+                            self._image_formats())
+
+    def _image_count(self) -> int:
+        """The most images any workload of the plan asks for, at least the profile's default."""
+        counts = [DATASET_IMAGES.get(self.profile, 2048)]
+        for cls in self.classes.values():
+            cfg = cls.defaults.get(self.profile, {})
+            if cls.dataset == "imagenet" and isinstance(cfg.get("dataset_images"), int):
+                counts.append(int(cfg["dataset_images"]))
+        return max(counts)
+
+    def _image_formats(self) -> tuple[str, ...]:
+        """The image files plus every packed format (lmdb, rec, tar) a point of the plan reads."""
+        formats = {"files"}
+        for p in self.points:
+            cls = self.classes[p.workload]
+            if cls.dataset != "imagenet":
+                continue
+            cfg = dict(cls.defaults.get(self.profile, {}))
+            cfg.update(p.config)
+            fmt = cfg.get("input")
+            if isinstance(fmt, str) and fmt not in (SYNTHETIC_INPUT, "files", ""):
+                formats.add(fmt)
+        return tuple(sorted(formats))
+
     def refine_count(self) -> int:
         """The most measurements `--refine` adds: N per workload entry, at most its grid."""
         grids = Counter((p.workload, str(sorted(p.config.items()))) for p in self.points if not p.ceiling and p.pass_no == 1)
@@ -175,7 +206,6 @@ def resolve_profile(profile: str) -> str:
 
 
 def load_workload_classes(names: list[str]) -> dict[str, type[Workload]]:
-    from workloads import load_all
 
     registry = load_all()
     unknown = [n for n in names if n not in registry]
@@ -321,8 +351,6 @@ def _time_budget(opts: SweepOptions, profile: str) -> float:
 def check_target_gpu(opts: SweepOptions) -> None:
     """The report's catalogs read, and `--gpu` names a GPU that one of their rows has: a sweep that
     measured everything must not fail at its report."""
-    from sizer.catalog import load_catalog, normalize_gpu
-
     if not opts.gpu and not opts.catalog_files:
         return
     rows = load_catalog(tuple(opts.catalog_files))
@@ -386,7 +414,6 @@ def _plan_identity(
     if opts.vcpus_per_gpu:
         config["vcpus_per_gpu"] = True
     if opts.strategy != "grid":  # an adaptive sweep of a grid is not that grid's sweep (--max-points is a budget)
-        from sizer.sweep.adaptive_run import adaptive_passes
 
         config["strategy"] = opts.strategy
         config["adaptive_passes"] = adaptive_passes(opts.passes)
@@ -395,8 +422,6 @@ def _plan_identity(
 
 def plan_sweep(opts: SweepOptions) -> SweepPlan:
     """Everything checked, nothing run: the points, the host's CPUs and the limit backend."""
-    from sizer.sweep.adaptive_run import check_strategy
-
     check_strategy(opts.strategy, opts.max_points, opts.passes, opts.refine, opts.gpus, opts.parallel, opts.fleet)
     profile = resolve_profile(opts.profile)
     entries = list(dict.fromkeys(e.strip() for e in (opts.workloads or defaults.default_workloads(profile))))

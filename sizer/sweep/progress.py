@@ -11,6 +11,8 @@ import statistics
 import time
 from typing import Any
 
+from sizer.console import console, err_console
+
 
 def format_duration(seconds: float) -> str:
     seconds = max(0, int(round(seconds)))
@@ -21,8 +23,6 @@ def format_duration(seconds: float) -> str:
 
 def interactive() -> bool:
     """True where a person watches both streams: a live bar only makes sense there."""
-    from sizer.console import console, err_console
-
     return console.is_terminal and err_console.is_terminal
 
 
@@ -39,7 +39,6 @@ def outcome_text(row: dict[str, Any]) -> str:
 class SweepProgress:
     """Point i of N, the current shape, the time left from the measured points' durations: a live
     bar when `interactive()`, else a plain line per finished point; `note` prints a line in both."""
-
     def __init__(self, total: int, estimate_point_s: float, enabled: bool = True, live: bool | None = None):
         self.total = total
         self.estimate = estimate_point_s
@@ -57,7 +56,6 @@ class SweepProgress:
         if self.live:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            from sizer.console import err_console
 
             self._progress = Progress(
                 TextColumn("[bold]point[/] {task.fields[index]}"),
@@ -114,7 +112,5 @@ class SweepProgress:
         if self._progress is not None:
             self._progress.console.print(text)
         elif self.enabled:
-            from sizer.console import err_console
-
             # One line per message, however long: a log is read line by line.
             err_console.print(text, soft_wrap=True, highlight=False)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from sizer.model import worst_predicted
 from sizer.shapes import PlannedPoint, shape_key
+from sizer.store import point_from_result
 from sizer.sweep.plan import SweepPlan
 from workloads.protocol import Result
 
@@ -18,9 +20,6 @@ def refine_points(plan: SweepPlan, results: list[tuple[Any, Result]]) -> list[tu
     median moves toward the host's usual speed; what the sweep's other shapes say it should be
     chooses it, not the spread of its own figures (both passes can land on one moment). Only the
     first K passes' measurements choose, so a resumed sweep chooses the same shapes."""
-    from sizer.model import worst_predicted
-    from sizer.store import point_from_result
-
     measured = []
     for row, result in results:
         point = point_from_result(row, result)
