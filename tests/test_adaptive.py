@@ -10,8 +10,10 @@ import pytest
 
 from sizer.catalog import load_catalog
 from sizer.diskclasses import load_disk_classes
+from sizer.model.evaluate import fit_group
 from sizer.points import Point
 from sizer.shapes import build_plan, shape_key
+from sizer.sizing import SizingTerms, size
 from sizer.sweep.adaptive import (
     STOP_MAX_POINTS,
     STOP_STABLE,
@@ -58,9 +60,12 @@ def grid():
     return build_plan([("resnet50-train", "imagenet", None, {})], VCPUS, RAMS, DISKS, "gpu")
 
 
+def _sizing_terms() -> SizingTerms:
+    return SizingTerms(tuple(load_catalog(builtin=True, gpu="H100")), "H100", load_disk_classes())
+
+
 def _terms(max_points: int | None = None, passes: int = 2) -> AdaptiveTerms:
-    return AdaptiveTerms(tuple(load_catalog(builtin=True, gpu="H100")), "H100", load_disk_classes(),
-                         max_points=max_points, passes=passes)
+    return AdaptiveTerms(_sizing_terms(), max_points=max_points, passes=passes)
 
 
 def _run(grid, terms: AdaptiveTerms):
@@ -87,9 +92,7 @@ def test_stops_when_the_answer_holds_with_the_grids_answer_and_fewer_points(grid
     assert len(shape_counts(measured)) < len(grid) // 2  # fewer than half the shapes
     assert len(measured) < len(grid)  # each twice: fewer than half a two-pass grid's measurements
     everything = [_measure(p) for p in grid]
-    from sizer.model.evaluate import fit_group
-
-    whole = answer_of(fit_group("resnet50-train", everything, load_disk_classes()), everything, _terms())
+    whole = answer_of(size(everything, fit_group("resnet50-train", everything, load_disk_classes()), _sizing_terms()))
     assert step.answer.pick == whole.pick and step.answer.instance is not None
     assert step.answer.knee_within(whole.knee_low, whole.knee_high)
 

@@ -257,6 +257,10 @@ class AdaptiveChooser:
             return None
         return Step(_next_pass(point, counts), f"pass {counts[key] + 1} of {self.terms.passes}", None)
 
+    def answer(self, measured: Sequence[tuple[str, Point]]) -> Answer | None:
+        """The answer of the entry's stored (key, point) pairs, as the report sizes them (None before a fit)."""
+        return self._answer(measured)
+
     def _answer(self, measured: Sequence[tuple[str, Point]]) -> Answer | None:
         fitted = self._fitted(measured)
         return None if fitted is None else fitted.answer

@@ -12,28 +12,30 @@ The chooser sees only the stored points, in the order they were stored: a killed
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
+from sizer.diskclasses import DiskClass
 from sizer.facts import with_facts
 from sizer.points import Point
 from sizer.shapes import PlannedPoint, shape_key
 from sizer.sizing import SizingTerms, host_gpu_names, sweep_host_speeds, target_catalog, target_gpu
+from sizer.store import Store
 from sizer.sweep.adaptive import STOP_TIME, AdaptiveChooser, AdaptiveTerms, Step, shape_counts
+from sizer.sweep.plan import SweepOptions
 from sizer.sweep.state import SweepRun
 from sizer.sweep.strategy import Entry, adaptive_passes, entry_most, plan_entries
 
 RECORD_KEY = "adaptive"  # the key of the adaptive record in the sweep's calibration record
 
 
-def adaptive_terms(sweep: SweepRun) -> AdaptiveTerms:
+def adaptive_terms(store: Store, sweep_id: int, opts: SweepOptions, disk_table: Mapping[str, DiskClass]) -> AdaptiveTerms:
     """The target GPU (`--gpu`, else the host's, else the report's default), its catalog rows and
     the host's speed over the sweep so far, as the sweep's report will judge them."""
-    opts = sweep.opts
-    host = sweep.store.sweep_host(sweep.sweep_id)
+    host = store.sweep_host(sweep_id)
     target, _ = target_gpu(opts.gpu, host_gpu_names(host[1] if host else None))
     catalog = tuple(target_catalog(target, opts.gpu, opts.catalog_files))
-    calibration = next((s.calibration for s in sweep.store.sweeps() if s.id == sweep.sweep_id), None)
-    sizing = SizingTerms(catalog, target, sweep.plan.disk_table, confidence=opts.confidence,
+    calibration = next((s.calibration for s in store.sweeps() if s.id == sweep_id), None)
+    sizing = SizingTerms(catalog, target, disk_table, confidence=opts.confidence,
                          host_speeds=sweep_host_speeds([calibration]))
     return AdaptiveTerms(sizing, max_points=opts.max_points, passes=adaptive_passes(opts.passes))
 
@@ -49,7 +51,7 @@ def stored_pairs(sweep: SweepRun, entry: Entry) -> list[tuple[str, Point]]:
 def measure_adaptively(sweep: SweepRun) -> None:
     """Each entry's adaptive loop on an opened, prepared sweep (`sizer.sweep.state.SweepRun`)."""
     entries = plan_entries(sweep.plan.points)
-    terms = adaptive_terms(sweep)
+    terms = adaptive_terms(sweep.store, sweep.sweep_id, sweep.opts, sweep.plan.disk_table)
     most = sum(entry_most(e, terms.max_points, terms.passes) for e in entries)
     stored = {e.label: len(stored_pairs(sweep, e)) for e in entries}
     sweep.completed = sum(stored.values())
