@@ -38,6 +38,7 @@ $(MXNET_VENV)/.installed:
 lint: install
 	$(VENV)/bin/ruff check sizer workloads reports tests benchmarks tools
 	$(VENV)/bin/mypy sizer workloads reports
+	$(VENV)/bin/lint-imports --no-cache
 
 test: install system-deps mxnet-env lint
 	$(PY) -m pytest -q -rs --durations=15

@@ -127,8 +127,8 @@ def drive(address: str, store: str, data: str, targets: str, node_wait_s: float,
     """A fleet sweep through the library (its cpu-spin grid at 0.5 GiB and the whole node), printing
     its summary as JSON. With `kill_session`, that node's session is killed as soon as a point it
     measured is committed, where its node types contain `kill_on`."""
-    from sizer.fleet import FleetOptions
-    from sizer.sweep import SweepOptions, run_sweep
+    from sizer.fleet import FleetOptions, run_fleet
+    from sizer.sweep import SweepOptions
 
     killed: list[int] = []
 
@@ -144,5 +144,5 @@ def drive(address: str, store: str, data: str, targets: str, node_wait_s: float,
     opts = SweepOptions(workloads=["cpu-spin"], ram_bytes=[512 * 2**20], disks=["local-nvme"], time_budget_s=1.0,
                         calibrate=False, store=Path(store), out_dir=None, data_dir=Path(data), resume=resume,
                         fleet=FleetOptions(address, tuple(targets.split(",")), node_wait_s, whole_node=True))
-    summary = run_sweep(opts, progress=False, on_point=on_point)
+    summary = run_fleet(opts, progress=False, on_point=on_point)
     print(json.dumps({**summary, "killed": bool(killed)}))

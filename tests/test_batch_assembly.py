@@ -11,8 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from workloads import formats, synth  # noqa: E402
-from workloads import batch_buffers, image_loader, image_transforms  # noqa: E402
+from workloads import batch_buffers, formats, image_loader, image_transforms, synth  # noqa: E402  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -141,8 +141,9 @@ def test_a_whole_node_point_of_a_multi_gpu_node_has_all_its_gpus_and_is_a_real_i
 
 # ---------------------------------------------------------------- the report over several hosts
 def test_a_report_over_two_hosts_fits_each_on_its_own_side_by_side(tmp_path):
-    from sizer.report import build_context, inputs_from_store
     from test_report_fixtures import make_points
+
+    from sizer.report import build_context, inputs_from_store
 
     slow, fast = make_points(c=100.0, seed=1), make_points(c=300.0, seed=2)
     only_slow = make_points("resnet50-infer", c=120.0, seed=3)  # measured on one host: one section, as before
@@ -180,9 +181,10 @@ def test_a_report_over_two_hosts_fits_each_on_its_own_side_by_side(tmp_path):
 # ---------------------------------------------------------------- the cluster launcher file
 def test_the_aws_cluster_file_follows_the_launcher_schema_with_two_gpu_types():
     pytest.importorskip("ray")
+    from importlib import resources
+
     import jsonschema
     import yaml
-    from importlib import resources
 
     config = yaml.safe_load((ROOT / "docs" / "fleet-aws.yaml").read_text())
     schema = json.loads(resources.files("ray.autoscaler").joinpath("ray-schema.json").read_text())

@@ -6,6 +6,7 @@ counts measured."""
 from __future__ import annotations
 
 import pytest
+from simulate import simulate_points
 
 from sizer.catalog import load_catalog
 from sizer.diskclasses import load_disk_classes
@@ -13,7 +14,6 @@ from sizer.model import fit_points
 from sizer.model.scaling import GpuScaling, ScalingPoint, shared_cache_ram_gib
 from sizer.points import Point
 from sizer.recommend import recommend
-from simulate import simulate_points
 
 DISKS = {"local-nvme": None, "standard": 140.0}
 # 500 images/s per vCPU up to a 4,000 images/s GPU: CPU-bound below 8 vCPUs.

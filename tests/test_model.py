@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from simulate import simulate_points
 
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
 from sizer.model import Param, Prediction, cpu_scale, fit_points, group_points
 from sizer.points import Point
-from simulate import simulate_points
 
 DISKS = {"local-nvme": None, "ssd": 300.0, "standard": 140.0}
 # A CPU-decoding input pipeline with visible contention, a disk that binds at the small RAM level.

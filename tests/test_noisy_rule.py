@@ -53,8 +53,9 @@ def test_stored_points_are_read_by_the_current_threshold(tmp_path):
 def test_one_noisy_point_is_counted_but_warns_of_no_busy_host():
     """One noisy point is chance on an idle host (3 of 100 there); two make the warning, and with it
     the report's banner."""
-    from sizer.report.analysis import quality_warnings
     from test_report_fixtures import make_points
+
+    from sizer.report.analysis import quality_warnings
 
     points = make_points(noise=0.0)
     first, second = points[3], points[7]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from sizer.errors import SizerError
-from sizer.points import Point
 from sizer.interference import parallel_context
+from sizer.points import Point
 from sizer.shapes import HostCpus, InstanceShape, PlannedPoint
 from sizer.sweep.data import Dataset, dataset_dir
 from sizer.sweep.parallel import (

@@ -10,11 +10,11 @@ import statistics
 from pathlib import Path
 
 import pytest
+from simulate import simulate_points
 
 from sizer.errors import SizerError
 from sizer.points import Point, combine_passes
 from sizer.shapes import MAX_PASSES, build_plan
-from simulate import simulate_points
 
 
 @pytest.fixture(autouse=True)

@@ -7,11 +7,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from test_report_fixtures import make_points
 
 from sizer.errors import SizerError
 from sizer.points import write_points_csv
 from sizer.qualify import evaluate, junit_xml, load_baseline, parse_baseline, write_junit
-from test_report_fixtures import make_points
 
 SHAPE_16 = {"vcpus": 16, "ram_gib": 32, "disk_class": "local-nvme"}
 SHAPE_2 = {"vcpus": 2, "ram_gib": 32, "disk_class": "ssd"}

@@ -12,8 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from workloads import formats, synth  # noqa: E402
-from workloads import gpu_augment, image_loader, image_transforms  # noqa: E402
+from workloads import formats, gpu_augment, image_loader, image_transforms, synth  # noqa: E402  # noqa: E402
 
 
 @pytest.fixture(scope="module")

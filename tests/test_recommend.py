@@ -10,15 +10,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from simulate import simulate_points
 
 from sizer.catalog import InstanceType, load_catalog
 from sizer.diskclasses import load_disk_classes
-from sizer.errors import SizerError
 from sizer.model import fit_points
 from sizer.points import write_points_csv
 from sizer.recommend import Option, Recommendation, recommend
 from sizer.variants import SYNTHETIC_INPUT
-from simulate import simulate_points
 
 DISKS = {"local-nvme": None, "ssd": 300.0, "standard": 140.0}
 VCPUS = (1, 2, 4, 8, 12, 16)
@@ -182,12 +181,9 @@ def test_cpu_scale_moves_the_cpu_bound(disk_classes):
     assert any("scaled" in n for n in faster.notes)
 
 
-def test_bad_inputs_are_refused(disk_classes):
+def test_a_gpu_no_catalog_row_has_gets_no_recommendation_and_says_why(disk_classes):
+    """(Bad levels and jobs are refused where they enter: `SizingTerms`, tests/test_sizing.py.)"""
     fit = fit_points(simulate_points("w", _truth(), VCPUS, DISKS, (16.0,), seed=1), disk_classes)["w"]
-    with pytest.raises(SizerError, match="tolerance"):
-        recommend(fit, load_catalog(gpu="T4"), "T4", tolerance=1.5)
-    with pytest.raises(SizerError, match="job samples"):
-        recommend(fit, load_catalog(gpu="T4"), "T4", job_samples=-1)
     empty = recommend(fit, load_catalog(gpu="T4"), "Z9000", disk_classes=disk_classes)
     assert empty.chosen is None and "no catalog row has GPU" in empty.reason
     assert isinstance(Option, type)
@@ -369,15 +365,15 @@ def test_equal_prices_per_gpu_in_whole_cents_tie_and_fewer_gpus_win(disk_classes
 
 
 def test_the_report_lists_equal_prices_with_fewer_gpus_first(disk_classes):
-    from sizer.report.options import recommend_options
+    from sizer.report.options import considered_options
 
     points = simulate_points("w", _truth(gpu_ceiling=1000.0, per_vcpu=2000.0), VCPUS, DISKS, (8.0, 32.0),
                              noise=0.02, seed=3, gpu_model="H100")
     fit = fit_points(points, disk_classes)["w"]
     catalog = [_h100_row("a3-highgpu-4g", 4, 21.53307), _h100_row("a3-highgpu-1g", 1, 5.38327)]
-    rec, why_none, considered = recommend_options(fit, catalog, "H100", tolerance=0.05, disk_classes=disk_classes,
-                                                  job_samples=None)
-    assert why_none is None and rec["chosen"]["instance_type"] == "a3-highgpu-1g"
+    rec = recommend(fit, catalog, "H100", tolerance=0.05, disk_classes=disk_classes)
+    considered = considered_options(rec)
+    assert rec.chosen is not None and rec.chosen.instance.instance_type == "a3-highgpu-1g"
     assert [o["instance_type"] for o in considered[:3]] == ["a3-highgpu-1g"] * 3
 
 

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_report_fixtures import H100, make_points
 
 from sizer.errors import SizerError
 from sizer.points import read_points_csv, write_points_csv
@@ -17,11 +18,11 @@ from sizer.report import (
     inputs_from_store,
     quality_warnings,
     render_html,
-    vcpu_knee,
     write_outputs,
 )
+from sizer.sizing.knee import measured_knees
+from sizer.sizing.ram import OutOfMemory, out_of_memory
 from sizer.store import Store
-from test_report_fixtures import H100, make_points
 from workloads.protocol import Result
 
 HOSTILE = "lstm-<script>alert('x')</script>&\"quoted\""
@@ -162,20 +163,20 @@ def test_decode_modes_are_reported_apart():
     assert cpu[0]["knee_vcpus"] == 12 and gpu[0]["knee_vcpus"] == 2  # 900/vCPU reaches 1140 at 2
 
 
-def test_vcpu_knee_not_reached_says_how_close():
+def test_the_measured_knee_not_reached_says_how_close():
     points = make_points(vcpus=(1, 2, 4), noise=0.0)
-    (knee,) = vcpu_knee(points, 1200.0, 0.05)
-    assert knee["knee_vcpus"] is None and knee["best_vcpus"] == 4
-    assert knee["best_fraction"] == pytest.approx(600 / 1.06 / 1200)
+    (knee,) = measured_knees(points, 1200.0, 0.05)
+    assert knee.knee_vcpus is None and knee.best_vcpus == 4
+    assert knee.best_fraction == pytest.approx(600 / 1.06 / 1200)
 
 
-def test_vcpu_knee_names_the_ceiling_as_the_fit_does():
+def test_the_measured_knee_names_the_ceiling_as_the_fit_does():
     points = make_points(vcpus=(1, 2, 4), noise=0.0)
-    (measured,) = vcpu_knee(points, 500.0, 0.05, "GPU ceiling")
-    (fitted,) = vcpu_knee(points, 500.0, 0.05)
-    (none,) = vcpu_knee(points, None, 0.05)
-    assert measured["ceiling_source"] == "the GPU ceiling" and fitted["ceiling_source"] == "the ceiling"
-    assert none["ceiling_source"] == "best measured rate"
+    (measured,) = measured_knees(points, 500.0, 0.05, "GPU ceiling")
+    (fitted,) = measured_knees(points, 500.0, 0.05)
+    (none,) = measured_knees(points, None, 0.05)
+    assert measured.ceiling_source == "the GPU ceiling" and fitted.ceiling_source == "the ceiling"
+    assert none.ceiling_source == "best measured rate"
 
 
 def test_host_without_gpu_is_an_illustration_against_a_labelled_target():
@@ -233,7 +234,7 @@ def test_bad_input_is_refused(points):
         build_context([])
     with pytest.raises(SizerError, match="tolerance"):
         build_context(points, tolerance=0)
-    with pytest.raises(SizerError, match="dataset-gib"):
+    with pytest.raises(SizerError, match="dataset size"):
         build_context(points, dataset_gib=-1)
     with pytest.raises(SizerError, match="no catalog row has GPU 'Z9000'"):
         build_context(points, gpu="Z9000")
@@ -403,14 +404,13 @@ def test_cli_report_cpu_cost_wants_a_store(tmp_path, points, cli):
 
 def test_out_of_memory_shapes_are_named_by_ram_and_fewest_vcpus():
     from sizer.points import Point
-    from sizer.report import out_of_memory
 
     def point(v, ram, status):
         return Point(workload="w", vcpus=v, ram_gib=ram, disk_class="ssd", throughput=0.0 if status == "oom" else 1.0,
                      unit="images/s", status=status)
 
     points = [point(16, 8.0, "oom"), point(12, 8.0, "oom"), point(8, 8.0, "ok"), point(16, 32.0, "ok"), point(4, 2.0, "oom")]
-    assert out_of_memory(points) == [{"ram_gib": 2.0, "from_vcpus": 4}, {"ram_gib": 8.0, "from_vcpus": 12}]
+    assert out_of_memory(points) == [OutOfMemory(2.0, 4), OutOfMemory(8.0, 12)]
     assert out_of_memory([point(2, 8.0, "ok")]) == []
 
 

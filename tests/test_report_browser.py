@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_report_fixtures import make_points
 
 from sizer.report import build_context, write_context
-from test_report_fixtures import make_points
 
 pytestmark = pytest.mark.browser
 

@@ -13,7 +13,6 @@ from sizer.runner import interpreter_for, run_point
 from workloads.protocol import Spec
 
 
-
 def last_cpu() -> int:
     return max(os.sched_getaffinity(0))
 

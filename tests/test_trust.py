@@ -368,14 +368,15 @@ def test_knee_ranges_says_whether_each_replicate_knee_lies_in_the_main_range(tmp
 
 
 def test_a_sweeps_report_is_written_at_its_confidence(tmp_path):
-    from sizer.store import Store
-    from sizer.sweep.outputs import write_sweep_outputs
-    from sizer.sweep.plan import SweepOptions
     from test_report import make_points, store_with_points
+
+    from sizer.report.of_sweeps import write_sweep_report
+    from sizer.store import Store
 
     path = store_with_points(tmp_path / "sizer.sqlite", make_points())
     with Store(path) as store:
-        files, _ = write_sweep_outputs(store, store.sweeps()[0].id, SweepOptions(out_dir=tmp_path / "out", confidence=0.6))
+        sweep_id = store.sweeps()[0].id
+    files, _ = write_sweep_report(path, [sweep_id], tmp_path / "out", confidence=0.6)
     results = json.loads(Path(files["results.json"]).read_text())
     assert results["confidence"] == 0.6
     assert all(wl["recommendation"]["confidence"] == 0.6 for wl in results["workloads"] if wl["recommendation"])

@@ -19,7 +19,8 @@ from sizer.model.level_error import LevelErrors, conformal_band, level_errors, v
 from sizer.model.types import Prediction
 from sizer.model.uncertainty import band_moves, fit_draws, host_speeds, knee_range, model_range
 from sizer.points import combine_passes as combine
-from sizer.report.trust import open_reason, plateau_settled, sweep_host_speeds
+from sizer.sizing import MeasuredKnee, sweep_host_speeds
+from sizer.sizing.knee import LevelRate, open_reason
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +171,7 @@ def test_the_reports_knee_range_reads_the_timeline_of_its_sweeps(tmp_path):
                 {"at_s": 600.0, "ips": [240.0, 250.0], "median": 245.0, "spread": 0.04},
                 {"at_s": 1200.0, "ips": [325.0, 335.0], "median": 330.0, "spread": 0.03}]
     sweeps = [_Sweep(1, {"ips_per_vcpu": 325.0, "timeline": timeline})]
-    assert sweep_host_speeds(sweeps) == ((330.0, 320.0, 240.0, 250.0, 325.0, 335.0),)
+    assert sweep_host_speeds(s.calibration for s in sweeps) == ((330.0, 320.0, 240.0, 250.0, 325.0, 335.0),)
     rows = [row("t-16", 16, 64.0, 2.0)]
     quiet = _context(_cpu_bound_points(100.0, seed=1), tmp_path, rows)["workloads"][0]["knee"]["range"]
     timed = _context(_cpu_bound_points(100.0, seed=1), tmp_path, rows, sweeps=sweeps)["workloads"][0]["knee"]["range"]
@@ -178,10 +179,12 @@ def test_the_reports_knee_range_reads_the_timeline_of_its_sweeps(tmp_path):
     assert timed["cpu_speed_low"] < quiet["cpu_speed_low"] and timed["high"] > quiet["high"]
 
 
-def _knee_row(by_vcpus: dict[int, float], bound: float = 950.0) -> dict:
+def _knee_row(by_vcpus: dict[int, float], bound: float = 950.0) -> MeasuredKnee:
     knee = next((v for v in sorted(by_vcpus) if by_vcpus[v] >= bound), None)
-    return {"knee_vcpus": knee, "bound": bound, "measured_vcpus": sorted(by_vcpus),
-            "by_vcpus": [{"vcpus": v, "throughput": t} for v, t in sorted(by_vcpus.items())]}
+    best = max(by_vcpus, key=lambda v: by_vcpus[v])
+    return MeasuredKnee("cpu", 1000.0, "the GPU ceiling", bound, knee, by_vcpus.get(knee) if knee else None, best,
+                        by_vcpus[best], by_vcpus[best] / 1000.0, tuple(sorted(by_vcpus)),
+                        tuple(LevelRate(v, t) for v, t in sorted(by_vcpus.items())))
 
 
 def test_the_knee_is_open_above_where_the_measurements_do_not_settle_the_plateau():
@@ -189,8 +192,8 @@ def test_the_knee_is_open_above_where_the_measurements_do_not_settle_the_plateau
     early = _knee_row({2: 500.0, 4: 960.0, 8: 1000.0, 16: 1000.0})
     falling = _knee_row({8: 800.0, 12: 960.0, 16: 900.0})
     never = _knee_row({4: 400.0, 16: 900.0})
-    assert not plateau_settled(at_top, 0.93) and plateau_settled(at_top, 1.0)
-    assert plateau_settled(early, 0.8) and not plateau_settled(falling, 0.93)
+    assert not at_top.settled_at(0.93) and at_top.settled_at(1.0)
+    assert early.settled_at(0.8) and not falling.settled_at(0.93)
     assert "first reach the plateau at their highest count, 16 vCPUs" in open_reason(16, 16, [at_top], 0.93)
     assert "would need 12.9" in open_reason(12, 16, [falling], 0.93)
     assert "did not reach the plateau by 16" in open_reason(20, 16, [never], 0.93)

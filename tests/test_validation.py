@@ -9,10 +9,10 @@ import os
 from pathlib import Path
 
 import pytest
+from test_report_fixtures import make_points
 
 from sizer.errors import SizerError
 from sizer.points import write_points_csv
-from test_report_fixtures import make_points
 from workloads import load_all
 from workloads.protocol import Workload
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -19,11 +19,8 @@ from sizer.errors import SizerError
 from sizer.qualify import Baseline, evaluate, host_calibration, junit_xml, load_baseline, summary, write_junit
 from sizer.report import inputs_from_store, load_inputs
 from sizer.store import Store
-from sizer.sweep import run_sweep
+from sizer.sweep import SweepOptions, run_sweep
 from sizer.units import GIB
-
-if TYPE_CHECKING:
-    from sizer.sweep import SweepOptions
 
 DEFAULT_RUN_STORE = Path("results") / "qualify.sqlite"
 

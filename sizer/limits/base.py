@@ -10,10 +10,9 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-if TYPE_CHECKING:
-    from sizer.limits.watchdog import Watchdog
+from sizer.limits.watchdog import Watchdog
 
 
 @dataclass(frozen=True)
