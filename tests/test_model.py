@@ -10,6 +10,7 @@ from simulate import simulate_points
 
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
+from sizer.facts import with_facts
 from sizer.model import Param, Prediction, cpu_scale, fit_points, group_points
 from sizer.points import Point
 
@@ -428,9 +429,10 @@ def test_a_job_that_reads_once_gets_nothing_from_ram_beyond_its_footprint(disk_c
         p.reads_once = False
     again = _fit(points, disk_classes)
     assert again.predict(16, 256.0, 140.0).throughput > 1.5 * big.throughput  # training's later epochs are cached
-    for p in points:  # points that do not say: as their workload declares
+    for p in points:  # points that do not say: as their workload declares, added where they are loaded
         p.workload, p.reads_once = "imagenet-preprocess", None
-    assert fit_points(points, disk_classes)["imagenet-preprocess"].reads_once
+    assert not fit_points(points, disk_classes)["imagenet-preprocess"].reads_once  # the model reads no registry
+    assert fit_points(with_facts(points), disk_classes)["imagenet-preprocess"].reads_once
 
 
 def test_reads_once_comes_from_the_workload_and_round_trips_through_points_csv(tmp_path):
