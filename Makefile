@@ -36,7 +36,7 @@ $(MXNET_VENV)/.installed:
 
 # Style and types: ruff and mypy, configured in pyproject.toml.
 lint: install
-	$(VENV)/bin/ruff check sizer workloads reports tests benchmarks tools
+	$(VENV)/bin/ruff check sizer workloads reports tests lab
 	$(VENV)/bin/mypy sizer workloads reports
 
 test: install system-deps mxnet-env lint

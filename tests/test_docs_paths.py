@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP_DIRS = ("sizer", "workloads", "reports", "tests", "benchmarks", "tools", "examples", "docs", "scripts", ".ci")
+TOP_DIRS = ("sizer", "workloads", "reports", "tests", "lab", "examples", "docs", "scripts", ".ci")
 TOP_FILES = ("Makefile", "Dockerfile", "pyproject.toml", "LICENSE", "README.md")
 
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
@@ -57,7 +57,7 @@ def code_files() -> list[Path]:
     """The Python sources the nickname rule covers; this file holds its examples, so it is left out."""
     return sorted(
         p
-        for top in ("sizer", "workloads", "tests", "benchmarks")
+        for top in ("sizer", "workloads", "tests", "lab")
         for p in (ROOT / top).rglob("*.py")
         if p != Path(__file__).resolve()
     )
@@ -155,7 +155,7 @@ def test_nickname_rule_catches(text: str) -> None:
         "YYYY-MM-DD",
         "the A100's memory",
         "point i of N, the current shape",
-        "examples/h200/replicates/resnet50-train-1.sqlite",
+        "lab/replicates/h200/resnet50-train-1.sqlite",
         "the cat sat on N mats",
         "a tensor of shape (N, C, H, W)",
     ],
@@ -166,17 +166,17 @@ def test_nickname_rule_spares(text: str) -> None:
 
 def test_path_rule() -> None:
     text = (
-        "Run `python benchmarks/model_accuracy.py --store examples/h200/sizer.sqlite`, see "
+        "Run `python lab/benchmarks/model_accuracy.py --store examples/h200/sizer.sqlite`, see "
         "[the design](docs/design.md#layout), `sizer/store.py:12`, `examples/<gpu>/`, `results/report.html`, "
-        "`tools/gpu/*.sh`, [site](https://example.org/sizer/x), `--catalog=sizer/catalogs/aws.csv`, "
+        "`lab/gpu/*.sh`, [site](https://example.org/sizer/x), `--catalog=sizer/catalogs/aws.csv`, "
         "`sizer.store`, `.ci/run`.\n"
         "```\nsizer report --out results\nMakefile\n```\n"
     )
     assert sorted(backticked_paths(text)) == [
         ".ci/run",
         "Makefile",
-        "benchmarks/model_accuracy.py",
         "examples/h200/sizer.sqlite",
+        "lab/benchmarks/model_accuracy.py",
         "sizer/catalogs/aws.csv",
         "sizer/store.py",
     ]

@@ -1,4 +1,4 @@
-"""The own-jobs campaign (tools/gpu/own_jobs.sh): a part it does not know stops it before any set-up;
+"""The own-jobs campaign (lab/gpu/own_jobs.sh): a part it does not know stops it before any set-up;
 the rate line a job prints with thousands commas reads as its number through --metric-regex."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ TOKENS_REGEX = r"(?P<rate>[0-9][0-9,]*(?:\.[0-9]+)?) tokens/s"
 
 def test_an_unknown_part_exits_2_with_one_line_before_any_set_up(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "RUNS": str(tmp_path / "runs"), "HOME": str(tmp_path)}
-    done = subprocess.run(["bash", "tools/gpu/own_jobs.sh", "data", "tabel"], cwd=ROOT, env=env,
+    done = subprocess.run(["bash", "lab/gpu/own_jobs.sh", "data", "tabel"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["own_jobs.sh: unknown part 'tabel' (data, builtin, stock, text, table)"]
