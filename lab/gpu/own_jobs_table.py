@@ -8,6 +8,7 @@ Usage: python3 lab/gpu/own_jobs_table.py RESULTS_JSON
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -39,14 +40,14 @@ def table(results: dict) -> str:
     return "".join(line + "\n" for w in results["workloads"] for line in workload_lines(w))
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python3 lab/gpu/own_jobs_table.py RESULTS_JSON", file=sys.stderr)
-        return 2
-    with open(argv[0]) as f:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", help="a report's results.json")
+    args = parser.parse_args(argv)
+    with open(args.results) as f:
         sys.stdout.write(table(json.load(f)))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
