@@ -8,7 +8,7 @@ MXNET_VENV := .venv-mxnet
 # The default sweep's outputs (store, report.html, results.json, points.csv).
 OUT ?= results
 
-.PHONY: install system-deps fio chromium mxnet-env lint test sweep clean
+.PHONY: install system-deps fio chromium mxnet-env lint test sweep examples clean
 
 install: $(VENV)/.installed
 
@@ -36,7 +36,7 @@ $(MXNET_VENV)/.installed:
 
 # Style and types: ruff and mypy, configured in pyproject.toml.
 lint: install
-	$(VENV)/bin/ruff check sizer workloads reports tests benchmarks tools
+	$(VENV)/bin/ruff check sizer workloads reports tests lab
 	$(VENV)/bin/mypy sizer workloads reports
 	$(VENV)/bin/lint-imports --no-cache
 
@@ -45,6 +45,33 @@ test: install system-deps mxnet-env lint
 
 sweep: install fio
 	$(SIZER) sweep --out $(OUT)
+
+# The committed examples, each rendered from its committed store by the command its README gives.
+# An output is remade only when its store, a catalog or a template is newer than it, so a second
+# `make examples` does nothing; commit what it rewrote only when one of those inputs changed.
+REPORT_INPUTS := $(wildcard sizer/catalogs/*.csv) $(wildcard reports/templates/*)
+
+examples: examples/h100/report.png examples/h200/report.png examples/own-jobs/h100/table.txt
+
+examples/h100/report.html examples/h100/results.json examples/h100/points.csv &: \
+		examples/h100/sizer.sqlite $(REPORT_INPUTS) | install
+	$(SIZER) report --store examples/h100/sizer.sqlite --out examples/h100 --gpu H100
+
+examples/h200/report.html examples/h200/results.json examples/h200/points.csv &: \
+		examples/h200/sizer.sqlite $(REPORT_INPUTS) | install
+	$(SIZER) report --store examples/h200/sizer.sqlite --out examples/h200 --gpu H200
+
+examples/own-jobs/h100/report.html examples/own-jobs/h100/results.json &: \
+		examples/own-jobs/h100/sizer.sqlite $(REPORT_INPUTS) | install
+	$(SIZER) report --store examples/own-jobs/h100/sizer.sqlite --out examples/own-jobs/h100
+
+examples/own-jobs/h100/table.txt: examples/own-jobs/h100/results.json lab/gpu/own_jobs_table.py
+	$(PY) lab/gpu/own_jobs_table.py $< > $@.tmp && mv $@.tmp $@
+
+# The screenshot of a report's top that README.md shows.
+%/report.png: %/report.html | chromium
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --force-device-scale-factor=1 \
+		--window-size=1280,1700 --virtual-time-budget=5000 --screenshot=$@ file://$(CURDIR)/$<
 
 clean:
 	rm -rf $(VENV) $(MXNET_VENV) $(OUT) .pytest_cache

@@ -60,11 +60,11 @@ def python() -> str:
 
 @pytest.fixture
 def benchmark():
-    """Load a script of benchmarks/ as a module: `benchmark("model_accuracy")`."""
+    """Load a script of lab/benchmarks/ as a module: `benchmark("model_accuracy")`."""
     import importlib.util
 
     def load(name: str):
-        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(name, ROOT / "lab" / "benchmarks" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module

@@ -1,4 +1,4 @@
-"""benchmarks/adaptive_replay.py on a store built here: a two-pass grid of a known model, replayed
+"""lab/benchmarks/adaptive_replay.py on a store built here: a two-pass grid of a known model, replayed
 without measuring (stored order and seeded noisy draws), and a live store compared with a grid's."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ DISKS = {"local-nvme": None, "ssd": 300.0, "standard": 140.0}
 @pytest.fixture(scope="module")
 def replay():
     """The script as a module registered under its name: its dataclasses and its workers need that."""
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "adaptive_replay.py"
+    path = Path(__file__).resolve().parent.parent / "lab" / "benchmarks" / "adaptive_replay.py"
     spec = importlib.util.spec_from_file_location("adaptive_replay", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["adaptive_replay"] = module

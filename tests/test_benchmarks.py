@@ -1,4 +1,4 @@
-"""The maintainer's benchmarks (benchmarks/): each one's pure part, on stores built here through the
+"""The maintainer's benchmarks (lab/benchmarks/): each one's pure part, on stores built here through the
 real Store API, or its command line where the rest needs a GPU or a disk to measure.
 
 model_accuracy.py is tested in test_model.py, test_passes.py and test_host_speed.py."""
@@ -190,9 +190,9 @@ def _script(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_harness_fidelity_and_the_plain_loop_answer_help_without_a_gpu():
-    harness = _script("benchmarks/harness_fidelity.py", "--help")
+    harness = _script("lab/benchmarks/harness_fidelity.py", "--help")
     assert harness.returncode == 0 and "--only" in harness.stdout
-    plain = _script("benchmarks/plain_resnet50.py", "--help")
+    plain = _script("lab/benchmarks/plain_resnet50.py", "--help")
     assert plain.returncode == 0 and "--steps" in plain.stdout
 
 
@@ -200,7 +200,7 @@ def test_the_plain_loop_refuses_a_host_without_a_gpu():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the loop would measure")
-    done = _script("benchmarks/plain_resnet50.py", "--json")
+    done = _script("lab/benchmarks/plain_resnet50.py", "--json")
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.strip() == "plain_resnet50: needs a CUDA GPU"
 
@@ -258,7 +258,7 @@ def _stub_host(tmp_path: Path, sweep_json: dict) -> dict:
 
 
 def _gpu_sweep(env: dict, *entries: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "benchmarks/gpu_sweep.sh", *entries], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run(["bash", "lab/benchmarks/gpu_sweep.sh", *entries], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/emulation_truth.py: `measure` for real on this host (cpu-spin under real limits, the
+"""lab/benchmarks/emulation_truth.py: `measure` for real on this host (cpu-spin under real limits, the
 per-core calibration between rounds), then `compare` of two such files, its figures recomputed
 here from the stored JSON."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "benchmarks" / "emulation_truth.py"
+SCRIPT = ROOT / "lab" / "benchmarks" / "emulation_truth.py"
 FAST = ["--ram", "1G", "--budget", "0.3", "--calibration-budget", "0.3"]
 
 

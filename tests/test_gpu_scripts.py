@@ -1,4 +1,4 @@
-"""The GPU host's tools (tools/gpu/): what a lease call does on a machine with no campaign yet or near the
+"""The GPU host's tools (lab/gpu/): what a lease call does on a machine with no campaign yet or near the
 end of its hold, and that every script parses and calls only scripts that exist."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_a_lease_call_without_steps_on_a_fresh_machine_starts_nothing(tmp_path):
     # The call meant to follow a running campaign, made on a machine that replaced the last one.
     env = {"PATH": "/usr/bin:/bin", "RUNS": str(tmp_path), "WAIT": "1", "HOME": str(tmp_path)}
-    done = subprocess.run(["bash", "tools/gpu/lease.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
+    done = subprocess.run(["bash", "lab/gpu/lease.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no steps given" in done.stdout
@@ -32,7 +32,7 @@ def test_a_lease_call_near_the_end_of_the_hold_waits_less(tmp_path):
         env = {"PATH": "/usr/bin:/bin", "RUNS": str(tmp_path), "WAIT": "540", "HOME": str(tmp_path),
                "UPTIME_S": "1702", "OUT": str(tmp_path / "out")}
         t0 = time.monotonic()
-        done = subprocess.run(["bash", "tools/gpu/lease.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
+        done = subprocess.run(["bash", "lab/gpu/lease.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=120)
         waited = time.monotonic() - t0
         assert done.returncode == 0, done.stdout + done.stderr
@@ -42,17 +42,17 @@ def test_a_lease_call_near_the_end_of_the_hold_waits_less(tmp_path):
     finally:
         campaign.kill()
         campaign.wait()
-    early = subprocess.run(["bash", "tools/gpu/lease.sh"], cwd=ROOT, env=dict(env, UPTIME_S="60", WAIT="1"),
+    early = subprocess.run(["bash", "lab/gpu/lease.sh"], cwd=ROOT, env=dict(env, UPTIME_S="60", WAIT="1"),
                            capture_output=True, text=True, timeout=60)
     assert early.returncode == 2 and "waits at most" not in early.stdout  # the campaign has gone: no steps
 
 
-SHELL_SCRIPTS = sorted(ROOT.glob("tools/gpu/*.sh")) + [ROOT / "benchmarks" / "gpu_sweep.sh"]
+SHELL_SCRIPTS = sorted(ROOT.glob("lab/gpu/*.sh")) + [ROOT / "lab" / "benchmarks" / "gpu_sweep.sh"]
 
 
 @pytest.mark.parametrize("script", SHELL_SCRIPTS, ids=lambda p: p.name)
 def test_every_gpu_script_parses_and_calls_only_scripts_of_this_repository_that_exist(script):
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
-    called = set(re.findall(r"\b((?:benchmarks|tools|tests)/[\w/.-]+\.(?:py|sh))", script.read_text()))
-    assert called, f"{script.name} names no script"  # every one sources tools/gpu/setup.sh at least
+    called = set(re.findall(r"(?<![\w/.-])((?:lab|tests|examples)/[\w/.-]+\.(?:py|sh))", script.read_text()))
+    assert called, f"{script.name} names no script"  # every one sources lab/gpu/setup.sh at least
     assert [path for path in sorted(called) if not (ROOT / path).is_file()] == []

@@ -1,4 +1,4 @@
-"""benchmarks/noise_floor.py: the spread of points per host and workload, read from stores built
+"""lab/benchmarks/noise_floor.py: the spread of points per host and workload, read from stores built
 here through the real Store API, opened read-only."""
 
 from __future__ import annotations
@@ -68,4 +68,4 @@ def test_without_a_store_it_prints_its_usage(benchmark, capsys):
     with pytest.raises(SystemExit) as stop:
         benchmark("noise_floor").main([])
     assert stop.value.code == 2
-    assert "usage: python benchmarks/noise_floor.py STORE [STORE ...]" in capsys.readouterr().err
+    assert "usage: python lab/benchmarks/noise_floor.py STORE [STORE ...]" in capsys.readouterr().err

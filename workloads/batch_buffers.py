@@ -7,7 +7,7 @@ worker's recycled shared-memory buffer, registered with CUDA once, instead of th
 DataLoader's pin-memory thread, and takes batches as the workers finish them (`in_order=False`,
 `workloads.image_loader.make_loader`). Together, at 8 vCPUs on two H200 hosts, the pipeline went
 from 0.88 and 0.77-0.82 of calibration x vCPUs to 0.94 and 0.91-0.99 (docs/PERFORMANCE.md,
-"Harness fidelity").
+"Pipeline fidelity").
 
 torch is imported inside functions: importing this module does not need it.
 """

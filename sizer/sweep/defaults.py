@@ -57,10 +57,10 @@ CALIBRATION_START_S = 7.6
 
 # What a point costs besides its budget on a GPU host (worker start, eviction, limit group, store,
 # the pause before the next point): a sweep's wall time over its measurements, the last line of
-# `python benchmarks/sweep_cost.py --store STORE --sweep ID` ("s a measurement"), less its --budget
-# (docs/PERFORMANCE.md, "What the default sweep costs").
+# `python lab/benchmarks/sweep_cost.py --store STORE --sweep ID` ("s a measurement"), less its --budget
+# (docs/PERFORMANCE.md, "Sweep cost").
 GPU_POINT_OVERHEAD_S = {
-    # examples/h100/replicates/resnet50-train-2.sqlite: 57 in 22.2 min at --budget 10, 23.3 s each;
+    # lab/replicates/h100/resnet50-train-2.sqlite: 57 in 22.2 min at --budget 10, 23.3 s each;
     # the slowest of the four resnet50-train sweeps with the faster worker start (H200: 17.9, 20.1
     # and 20.9 s), so that the estimate holds on an H100 and an H200.
     "resnet50-train": 13.3,

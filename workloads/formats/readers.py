@@ -127,7 +127,7 @@ def read_file(path: str) -> bytes:
     makes nine (an isatty ioctl, two lseeks, a second fstat, a read to find the end) through a
     buffered reader: about 20 us more CPU per 110 KB JPEG a worker reads from the page cache, 1% of
     its decode; with twelve workers on an H200 host their work beyond decoding is 3-6% of it read
-    this way, 7-8% read through `open` (docs/PERFORMANCE.md, "Harness fidelity")."""
+    this way, 7-8% read through `open` (docs/PERFORMANCE.md, "Pipeline fidelity")."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         size = os.fstat(fd).st_size
