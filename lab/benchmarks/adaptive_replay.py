@@ -53,9 +53,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from sizer.catalog import load_catalog, normalize_gpu  # noqa: E402
+from sizer.diskclasses import load_disk_classes  # noqa: E402
 from sizer.errors import SizerError  # noqa: E402
-from sizer.points import Point  # noqa: E402
+from sizer.facts import with_facts  # noqa: E402
+from sizer.model.evaluate import fit_group  # noqa: E402
+from sizer.points import (
+    Point,  # noqa: E402
+    combine_passes,  # noqa: E402
+)
 from sizer.shapes import InstanceShape, PlannedPoint, shape_key  # noqa: E402
+from sizer.sizing import SizingTerms, size, sweep_host_speeds  # noqa: E402
+from sizer.store import Store  # noqa: E402
 from sizer.sweep.adaptive import AdaptiveChooser, AdaptiveTerms, Answer, answer_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +81,7 @@ class Entry:
     gpu: str
     candidates: list[PlannedPoint]
     passes: dict[str, list[tuple[str, Point]]] = field(default_factory=dict)
+    host_speeds: tuple[tuple[float, ...], ...] = ()  # the host's speed over the stored sweep (its timeline)
 
     @property
     def grid_points(self) -> int:
@@ -102,30 +112,27 @@ def _planned(key: str, point: Point) -> PlannedPoint:
 
 def load_entries(path: Path, workdir: Path) -> list[Entry]:
     """The workload entries of every sweep of a store (copied to `workdir` first)."""
-    from sizer.catalog import normalize_gpu
-    from sizer.store import Store
-
     copy = workdir / f"{len(list(workdir.iterdir()))}-{path.name}"
     shutil.copyfile(path, copy)
     entries: list[Entry] = []
     with Store(copy, create=False) as store:
         for sweep in store.sweeps():
-            pairs = [(row["key"], point) for row, point in zip(store.point_rows(sweep.id), store.points(sweep.id))]
+            points = with_facts(store.points(sweep.id))
+            pairs = [(row["key"], point) for row, point in zip(store.point_rows(sweep.id), points)]
             gpus = Counter(normalize_gpu(p.gpu_model) for _, p in pairs if p.gpu_model)
             gpu = gpus.most_common(1)[0][0] if gpus else _store_gpu(store)
-            entries += _sweep_entries(_short(path), gpu, pairs)
+            entries += _sweep_entries(_short(path), gpu, pairs, sweep_host_speeds([sweep.calibration]))
     return entries
 
 
 def _store_gpu(store: Any) -> str:
     """The GPU the store's other sweeps measured on (a sweep of a job that used none sizes for it)."""
-    from sizer.catalog import normalize_gpu
-
     gpus = Counter(normalize_gpu(p.gpu_model) for p in store.points() if p.gpu_model)
     return gpus.most_common(1)[0][0] if gpus else "H100"
 
 
-def _sweep_entries(store: str, gpu: str, pairs: list[tuple[str, Point]]) -> list[Entry]:
+def _sweep_entries(store: str, gpu: str, pairs: list[tuple[str, Point]],
+                   host_speeds: tuple[tuple[float, ...], ...] = ()) -> list[Entry]:
     ceilings = [(k, p) for k, p in pairs if p.input == "synthetic"]
     real = [(k, p) for k, p in pairs if p.input != "synthetic"]
     by_entry: dict[tuple, list[tuple[str, Point]]] = {}
@@ -136,13 +143,13 @@ def _sweep_entries(store: str, gpu: str, pairs: list[tuple[str, Point]]) -> list
     for (workload, config), members in sorted(by_entry.items()):
         own_ceiling = [(k, p) for k, p in ceilings if p.workload == workload]
         label = workload + "".join(f":{k}={v}" for k, v in config)
-        entry = Entry(store, label, gpu, [])
+        entry = Entry(store, label, gpu, [], host_speeds=host_speeds)
         for key, point in members + own_ceiling:
             planned = _planned(key, point)
             if planned.key not in entry.passes:
                 entry.candidates.append(planned)
             entry.passes.setdefault(planned.key, []).append((key, point))
-        probe = AdaptiveChooser(entry.candidates, _terms(gpu, None))
+        probe = AdaptiveChooser(entry.candidates, _terms(entry, None))
         if probe.ceiling is None:  # a ceiling that does not bound the entry is not part of its grid
             entry.candidates = [c for c in entry.candidates if not c.ceiling]
             entry.passes = {k: v for k, v in entry.passes.items() if not v[0][1].input == "synthetic"}
@@ -161,23 +168,20 @@ def _short(path: Path) -> str:
 _TABLES: dict[str, Any] = {}
 
 
-def _terms(gpu: str, max_points: int | None, confidence: float = 0.9, passes: int = 2) -> AdaptiveTerms:
-    from sizer.catalog import load_catalog
-    from sizer.diskclasses import load_disk_classes
-
+def _terms(entry: Entry, max_points: int | None, confidence: float = 0.9, passes: int = 2) -> AdaptiveTerms:
+    """As the sweep would judge the entry: its GPU's catalog rows and its host's speed over the sweep."""
     if "disks" not in _TABLES:  # one table per process: the fit cache knows it by identity
         _TABLES["disks"] = load_disk_classes()
-    return AdaptiveTerms(tuple(load_catalog(builtin=True, gpu=gpu)), gpu, _TABLES["disks"],
-                         confidence=confidence, max_points=max_points, passes=passes)
+    sizing = SizingTerms(tuple(load_catalog(builtin=True, gpu=entry.gpu)), entry.gpu, _TABLES["disks"],
+                         confidence=confidence, host_speeds=entry.host_speeds)
+    return AdaptiveTerms(sizing, max_points=max_points, passes=passes)
 
 
 # ---------------------------------------------------------------------------- replays
 def grid_answer(entry: Entry, terms: AdaptiveTerms, points: list[Point] | None = None) -> Answer | None:
-    from sizer.model.evaluate import fit_group
-
     points = points if points is not None else [p for pairs in entry.passes.values() for _, p in pairs]
-    fit = fit_group(entry.candidates[0].workload, points, terms.disk_classes)
-    return None if fit is None else answer_of(fit, points, terms)
+    fit = fit_group(entry.candidates[0].workload, points, dict(terms.disk_classes))
+    return None if fit is None else answer_of(size(combine_passes(points), fit, terms.sizing))
 
 
 def replay(entry: Entry, chooser: AdaptiveChooser, rng: random.Random | None) -> tuple[Answer | None, int, str]:
@@ -226,7 +230,7 @@ def run_job(job: Job) -> dict[str, Any]:
     """One job's replays: per replay (its answer's pick and knee against the grid's, its points, why
     it stopped, its pick in words), and per grid draw (pick, knee)."""
     entry = job.entry
-    terms = _terms(entry.gpu, job.budget, job.confidence, entry.grid_passes)
+    terms = _terms(entry, job.budget, job.confidence, entry.grid_passes)
     grid = grid_answer(entry, terms)
     if grid is None:
         return {"error": "the grid cannot be fitted"}
@@ -377,9 +381,9 @@ def compare_live(live: Path, grids: list[Path], confidence: float, as_json: bool
     rows = []
     for entry in found:
         grid_entry = reference.get(entry.label)
-        terms = _terms(entry.gpu, None, confidence)
+        terms = _terms(entry, None, confidence)
         answer = grid_answer(entry, terms)
-        grid = None if grid_entry is None else grid_answer(grid_entry, _terms(grid_entry.gpu, None, confidence))
+        grid = None if grid_entry is None else grid_answer(grid_entry, _terms(grid_entry, None, confidence))
         pick, knee = (False, False) if grid is None else reaches(answer, grid)
         rows.append({"workload": entry.label, "gpu": entry.gpu, "points": entry.grid_points,
                      "grid_points": None if grid_entry is None else grid_entry.grid_points,

@@ -63,7 +63,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from sizer.diskclasses import load_disk_classes  # noqa: E402
 from sizer.errors import SizerError  # noqa: E402
 from sizer.model import (  # noqa: E402
-    fit_group, group_points, held_out_errors, scale_busy_points, shape_of, take_out_cpu_cost, worst_predicted,
+    fit_group,
+    group_points,
+    held_out_errors,
+    scale_busy_points,
+    shape_of,
+    take_out_cpu_cost,
+    worst_predicted,
 )
 from sizer.points import Point, combine_passes  # noqa: E402
 from sizer.variants import SYNTHETIC_INPUT  # noqa: E402

@@ -82,8 +82,8 @@ def phases(timeline: dict | None, wall_s: float) -> dict:
 
 def point_costs(store_path: Path) -> list[dict]:
     """One row per stored point: workload variant, wall, worker wall, window, start and end."""
-    from sizer.store import Store
     from sizer.model import group_points
+    from sizer.store import Store
 
     rows: list[dict] = []
     with Store(store_path, create=False) as store:
