@@ -13,7 +13,7 @@ import io
 import math
 import statistics
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -42,8 +42,22 @@ OPTIONAL_COLUMNS = (
 USABLE_STATUSES = ("ok", "noisy")
 
 
-@dataclass
+@dataclass(frozen=True)
+class ParallelMark:
+    """Where a point measured beside others ran (`sizer sweep --parallel`): of how many slots, which
+    slot, and its GPU (None: a host without one)."""
+
+    slots: int
+    slot: int
+    gpu: int | None
+
+
+@dataclass(frozen=True)
 class Point:
+    """One measured point, or one shape's passes combined (`combine_passes`). The fields after
+    `gpus` are what a store knows beside the figure (a points file carries none of them) and what
+    combining passes adds; each has a type, none hides in a dictionary."""
+
     workload: str
     vcpus: int
     ram_gib: float
@@ -63,11 +77,27 @@ class Point:
     calibration_ips: float | None = None
     input: str = ""
     decode: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-    # None: unknown here; the model takes what the registered workload declares (Workload.reads_once).
+    # None: unknown here; the loaders of points add what the registered workload declares (`sizer.facts`).
     reads_once: bool | None = None
     method: int | None = None  # the rule the figure follows (METHOD_VERSION); None: unknown
     gpus: int = 1  # the instance's GPUs; `throughput` is all of them together
+    # ---- from the store
+    key: str = ""  # the stored point's key: its shape and pass
+    pass_no: int = 1  # the pass of the plan it was measured in (a --refine pass is one past them)
+    host_id: int | None = None  # the host of its sweep (the report's section per host)
+    epochs: float | None = None  # passes over the data when its window closed (< 1: inside the first, cold)
+    cpu_ms_per_sample: float | None = None  # the window's CPU time per sample (`sizer report --cpu-cost`)
+    gpu_mem_peak_gib: float | None = None  # the framework's allocator peak: the GPU memory the job needs
+    device_read_mbps: float | None = None  # the unthrottled device's own read bandwidth, where measured
+    host_probe_mbps: float | None = None  # the host's single-thread speed probe, before and after it (mean)
+    parallel: ParallelMark | None = None  # measured beside other points (`sizer sweep --parallel`)
+    interference_check: str = ""  # the key of the shape it checks, measured both beside others and alone
+    real_instance: bool = False  # measured on the whole real instance (`sizer.fleet`), not emulated
+    # ---- from combining passes, and from --cpu-cost
+    pass_rates: tuple[float, ...] = ()  # every usable measurement of the shape, where more than one
+    pass_spread: float | None = None  # their range over their median
+    pass_failed: int = 0  # failed measurements of a shape that has a usable one
+    speed_scale: float | None = None  # the factor --cpu-cost scaled a CPU-bound figure by
 
     @property
     def usable(self) -> bool:
@@ -78,9 +108,8 @@ class Point:
         return base if self.gpus == 1 else f"{base} / {self.gpus} GPUs"
 
     def to_row(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("extra")
-        return {k: ("" if v is None else v) for k, v in d.items()}
+        """The point's points.csv columns (None as an empty cell)."""
+        return {c: ("" if getattr(self, c) is None else getattr(self, c)) for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS}
 
 
 _FLOAT_OPTIONAL = {
@@ -122,11 +151,10 @@ def combine_passes(points: Iterable[Point]) -> list[Point]:
     """One point per shape where a shape was measured more than once (`sizer sweep --passes`, or
     one shape in several sweeps of a host): the usable measurement with the median rate stands for
     the shape (with an even count, the lower middle one, carrying the median of the two middle
-    rates), with every usable rate under `extra["pass_rates"]` and their range over the median under
-    `extra["pass_spread"]`. A median, not a mean, so one measurement at a slow moment of a shared
-    host does not move the shape. Failed measurements of a shape that has a usable one are dropped
-    (their count is kept in `extra["pass_failed"]`); shapes measured once come back unchanged, so
-    combining twice changes nothing."""
+    rates), with every usable rate in `pass_rates` and their range over the median in `pass_spread`.
+    A median, not a mean, so one measurement at a slow moment of a shared host does not move the
+    shape. Failed measurements of a shape that has a usable one are dropped (their count is kept in
+    `pass_failed`); shapes measured once come back unchanged, so combining twice changes nothing."""
     groups: dict[tuple, list[Point]] = {}
     for p in points:
         groups.setdefault(repeat_key(p), []).append(p)
@@ -139,10 +167,9 @@ def combine_passes(points: Iterable[Point]) -> list[Point]:
         middle = usable[(len(usable) - 1) // 2]
         rates = [p.throughput for p in usable]
         median = statistics.median(rates)
-        extra = dict(middle.extra, pass_rates=rates, pass_spread=(rates[-1] - rates[0]) / median)
-        if len(group) > len(usable):
-            extra["pass_failed"] = len(group) - len(usable)
-        out.append(dataclasses.replace(middle, throughput=median, extra=extra))
+        out.append(dataclasses.replace(middle, throughput=median, pass_rates=tuple(rates),
+                                       pass_spread=(rates[-1] - rates[0]) / median,
+                                       pass_failed=len(group) - len(usable)))
     return out
 
 

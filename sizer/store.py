@@ -9,6 +9,7 @@ refused; an older one is migrated in place, in one transaction, and compacted.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sqlite3
@@ -377,10 +378,8 @@ class Store:
         host_of = {s.id: s.host_id for s in sweeps}
         out = []
         for row, result in self.results(sweep_id):
-            point = point_from_result(row, result)
-            point.calibration_ips = calibration.get(row["sweep_id"])
-            point.extra["host_id"] = host_of.get(row["sweep_id"])  # the report's section per host
-            out.append(point)
+            out.append(dataclasses.replace(point_from_result(row, result), calibration_ips=calibration.get(row["sweep_id"]),
+                                           host_id=host_of.get(row["sweep_id"])))
         return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sqlite3
 import sys
 import zlib
@@ -17,7 +18,7 @@ from array import array
 from typing import Any, Callable, Sequence
 
 from sizer.method import SweepSettings, bring_to_current, current_status, stored_method
-from sizer.points import Point
+from sizer.points import ParallelMark, Point
 from workloads.protocol import Result
 
 SCHEMA_VERSION = 2
@@ -161,6 +162,10 @@ def _split_sql(script: str) -> list[str]:
 
 
 # ---------------------------------------------------------------- rows as values
+# Keys a worker may leave in its result for the unthrottled device's own read bandwidth (MB/s).
+DEVICE_MBPS_KEYS = ("device_read_mbps", "disk_read_mbps", "fio_read_mbps")
+
+
 def stored_result(row: sqlite3.Row) -> Result:
     """A point row (joined with its steps) as its Result, whole again: its steps and its method put back."""
     result = Result.from_json(row["result"])
@@ -169,22 +174,51 @@ def stored_result(row: sqlite3.Row) -> Result:
     return result
 
 
+def _positive(value: Any) -> float | None:
+    """A finite number above zero as a float, else None (a missing, boolean or odd value)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def epochs_of(extra: dict[str, Any]) -> float | None:
+    """Passes over the data when the window closed: recorded as such, or for a one-pass job that
+    records its images, its share of the pass."""
+    epochs = extra.get("epochs")
+    if isinstance(epochs, (int, float)) and not isinstance(epochs, bool):
+        return float(epochs)
+    total = _positive(extra.get("images_total"))
+    return None if total is None else float(extra.get("images_done") or 0) / total
+
+
+def _host_probe(extra: dict[str, Any]) -> float | None:
+    """The mean of the worker's speed probe before and after the point (MB/s), where it ran one."""
+    probe = extra.get("host_speed")
+    values = [v for v in (_positive(probe.get(k)) for k in ("before_mbps", "after_mbps"))
+              if v is not None] if isinstance(probe, dict) else []
+    return sum(values) / len(values) if values else None
+
+
+def _parallel_mark(extra: dict[str, Any]) -> ParallelMark | None:
+    mark = extra.get("parallel")
+    if not isinstance(mark, dict):
+        return None
+    gpu = mark.get("gpu")
+    return ParallelMark(int(mark.get("slots") or 0), int(mark.get("slot") or 0), None if gpu is None else int(gpu))
+
+
 def point_from_result(row: Any, result: Result) -> Point:
-    """A stored point (its row and Result) as a Point, without what its sweep and its workload add
-    (`Store.points` adds both): no calibration, and reads_once unknown."""
+    """A stored point (its row and Result) as a Point, without what its sweep adds (`Store.points`
+    adds its calibration and host) and with reads_once unknown (`sizer.facts` adds it)."""
     counters = result.counters or {}
-    extra = dict(result.extra or {})
-    cpu_ms = counters.get("cpu_ms_per_sample")  # the window's CPU time per sample (`sizer report --cpu-cost`)
-    if isinstance(cpu_ms, (int, float)) and not isinstance(cpu_ms, bool) and cpu_ms > 0:
-        extra.setdefault("cpu_ms_per_sample", float(cpu_ms))
-    peak = counters.get("gpu_mem_peak_bytes")  # the framework's allocator peak: what the job needs of a GPU
-    if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0:
-        extra.setdefault("gpu_mem_peak_gib", float(peak) / 2**30)
+    extra = result.extra or {}
     samples = counters.get("measured_samples") or 0
     read_mb = None
     cold_bytes = extra.get("cold_read_bytes", counters.get("read_bytes"))
     if samples and cold_bytes is not None:
         read_mb = float(cold_bytes) / 1e6 / float(extra.get("cold_samples", samples))
+    peak = _positive(counters.get("gpu_mem_peak_bytes"))
+    device = next((v for v in (_positive(extra.get(k)) for k in DEVICE_MBPS_KEYS) if v is not None), None)
     return Point(
         workload=row["workload"],
         vcpus=int(row["vcpus"]),
@@ -204,9 +238,18 @@ def point_from_result(row: Any, result: Result) -> Point:
         footprint_gib=(counters.get("peak_rss_bytes") or 0) / 2**30 or None,
         input=str(result.config.get("input", "")),
         decode=str(result.config.get("decode", "")),
-        extra=extra,
         method=result.method,
         gpus=stored_gpus(extra),
+        key=str(row["key"]),
+        pass_no=int(extra.get("pass", 1)),
+        epochs=epochs_of(extra),
+        cpu_ms_per_sample=_positive(counters.get("cpu_ms_per_sample")),
+        gpu_mem_peak_gib=None if peak is None else peak / 2**30,
+        device_read_mbps=device,
+        host_probe_mbps=_host_probe(extra),
+        parallel=_parallel_mark(extra),
+        interference_check=str(extra.get("interference_check") or ""),
+        real_instance=bool(extra.get("real_instance")),
     )
 
 

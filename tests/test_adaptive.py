@@ -52,7 +52,7 @@ def _measure(point) -> Point:
                  throughput=rate, unit="images/s", profile="gpu", spread=0.02, gpu_model=GPU,
                  read_mb_per_sample=None if point.ceiling else MB_PER_SAMPLE, dataset_gib=5.4, footprint_gib=1.6,
                  input="synthetic" if point.ceiling else "files", decode="cpu", reads_once=False,
-                 extra={"epochs": 0.5})
+                 epochs=0.5)
 
 
 @pytest.fixture(scope="module")

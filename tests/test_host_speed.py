@@ -78,7 +78,7 @@ def _point(v, rate, probe, util=0.98):
     from sizer.points import Point
 
     return Point("w", v, 8.0, "ssd", rate, "images/s", status="ok", cpu_util_per_vcpu=util,
-                 extra={"host_speed": {"before_mbps": probe, "after_mbps": probe}})
+                 host_probe_mbps=probe)
 
 
 def test_cpu_cost_takes_a_slow_moment_out_within_a_vcpu_count_and_keeps_contention():
@@ -88,7 +88,7 @@ def test_cpu_cost_takes_a_slow_moment_out_within_a_vcpu_count_and_keeps_contenti
     def point(v, cost_ms, util=0.98):
         # A CPU-bound window: its rate is its busy vCPUs over its CPU time per image.
         return Point("w", v, 8.0, "ssd", v * util * 1000.0 / cost_ms, "images/s", status="ok",
-                     cpu_util_per_vcpu=util, extra={"cpu_ms_per_sample": cost_ms})
+                     cpu_util_per_vcpu=util, cpu_ms_per_sample=cost_ms)
 
     slow, typical, fast = point(2, 3.6), point(2, 3.0), point(2, 2.7)
     contended = [point(8, 3.6), point(8, 3.6)]  # more vCPUs, more CPU per image: a real difference
@@ -97,14 +97,14 @@ def test_cpu_cost_takes_a_slow_moment_out_within_a_vcpu_count_and_keeps_contenti
     points = [slow, typical, fast, *contended, idle, unknown]
     before = [p.throughput for p in points]
     scaled = take_out_cpu_cost(points)
-    assert ["speed_scale" in p.extra for p in scaled] == [True] * 5 + [False] * 2
+    assert [p.speed_scale is not None for p in scaled] == [True] * 5 + [False] * 2
     assert [p.throughput for p in points] == before  # the measured points stay as measured
-    assert not any("speed_scale" in p.extra for p in points)
+    assert not any(p.speed_scale is not None for p in points)
     s_slow, s_typical, s_fast, s_contended, _, s_idle, s_unknown = scaled
     assert s_slow.throughput == pytest.approx(typical.throughput)
     assert s_fast.throughput == pytest.approx(typical.throughput)
-    assert s_slow.extra["speed_scale"] == pytest.approx(3.6 / 3.0)
-    assert s_fast.extra["speed_scale"] == pytest.approx(2.7 / 3.0)
+    assert s_slow.speed_scale == pytest.approx(3.6 / 3.0)
+    assert s_fast.speed_scale == pytest.approx(2.7 / 3.0)
     assert s_typical.throughput == pytest.approx(typical.throughput)
     assert s_contended.throughput == pytest.approx(contended[0].throughput)
     assert s_contended.throughput / 8 < s_typical.throughput / 2  # contention stays in the figures

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -13,6 +14,7 @@ from sizer.errors import SizerError
 from sizer.facts import with_facts
 from sizer.model import Param, Prediction, cpu_scale, fit_points, group_points
 from sizer.points import Point
+from sizer.store_schema import epochs_of
 
 DISKS = {"local-nvme": None, "ssd": 300.0, "standard": 140.0}
 # A CPU-decoding input pipeline with visible contention, a disk that binds at the small RAM level.
@@ -151,9 +153,8 @@ def test_cpu_scale_is_the_ratio_of_calibrations(disk_classes):
     assert cpu_scale(None, 357.0) == 1.0
     assert cpu_scale(310.0, None) == 1.0
     assert cpu_scale(0.0, 357.0) == 1.0
-    points = simulate_points("w", TRUTH, GRID_VCPUS, DISKS, RAMS, seed=0)
-    for p in points:
-        p.calibration_ips = 310.0
+    points = [dataclasses.replace(p, calibration_ips=310.0)
+              for p in simulate_points("w", TRUTH, GRID_VCPUS, DISKS, RAMS, seed=0)]
     fit = _fit(points, disk_classes)
     assert fit.calibration_ips == 310.0
     base = fit.predict(2, 48.0, None).throughput
@@ -237,8 +238,7 @@ def test_unthrottled_device_bandwidth_from_points(disk_classes):
     truth = dict(TRUTH, per_vcpu=5000.0, dataset_gib=500.0)
     points = simulate_points("w", truth, (1, 2, 4), {"local-nvme": 400.0, "ssd": 300.0, "standard": 140.0},
                              RAMS, seed=0)
-    for p in points:
-        p.extra["device_read_mbps"] = 400.0
+    points = [dataclasses.replace(p, device_read_mbps=400.0) for p in points]
     fit = _fit(points, disk_classes)
     p = fit.params["disk_local-nvme_mbps"]
     assert p.value == 400.0 and p.source == "fio"
@@ -251,10 +251,8 @@ def test_variants_are_fitted_apart_and_only_cpu_decoding_gets_the_gpu_point(disk
     cpu = simulate_points("resnet50-train", TRUTH, (1, 2, 4, 8), DISKS, RAMS, seed=0, synthetic=True)
     gpu = simulate_points("resnet50-train", dict(TRUTH, per_vcpu=4000.0), (1, 2, 4, 8), DISKS, RAMS, seed=1,
                           synthetic=False)
-    for p in cpu:
-        p.decode = "cpu" if p.input != "synthetic" else ""
-    for p in gpu:
-        p.decode = "gpu"
+    cpu = [dataclasses.replace(p, decode="cpu" if p.input != "synthetic" else "") for p in cpu]
+    gpu = [dataclasses.replace(p, decode="gpu") for p in gpu]
     groups = group_points(cpu + gpu)
     assert set(groups) == {"resnet50-train[decode=cpu]", "resnet50-train[decode=gpu]"}
     # GPU decoding takes GPU time: input already on the device does not bound it, its own points do.
@@ -360,29 +358,26 @@ def test_a_window_inside_the_first_pass_counts_as_reading_everything_from_disk(d
         for disk, cap in (("local-nvme", None), ("standard", 140.0)):
             rate = per_vcpu * v if cap is None else min(per_vcpu * v, cap / b_mb)
             points.append(Point("w", v, 31.0, disk, rate, "images/s", read_mb_per_sample=b_mb,
-                                footprint_gib=6.0, dataset_gib=4.6, extra={"epochs": 0.3}))
+                                footprint_gib=6.0, dataset_gib=4.6, epochs=0.3))
     points.append(Point("w", 16, 31.0, "local-nvme", 4700.0, "images/s", input="synthetic"))
     fit = _fit(points, disk_classes)
     assert fit.params["per_vcpu"].value == pytest.approx(per_vcpu, rel=0.05)
     assert fit.loo_median_ape is not None and fit.loo_median_ape < 0.03
     # the same rates read as steady-state (no pass count) would need a cache miss the RAM rules out
-    for p in points:
-        p.extra = {}
-    steady = _fit(points, disk_classes)
+    steady = _fit([dataclasses.replace(p, epochs=None) for p in points], disk_classes)
     assert steady.loo_median_ape > fit.loo_median_ape
 
 
 def test_a_first_pass_point_is_predicted_as_measured_reading_everything_from_disk(disk_classes):
     fit = _fit(simulate_points("w", TRUTH, (1, 2, 4, 8), DISKS, RAMS, seed=0), disk_classes)
     held_out = Point(workload="w", vcpus=8, ram_gib=48.0, disk_class="standard", throughput=1.0, unit="images/s",
-                     status="ok", extra={"epochs": 0.4})
+                     status="ok", epochs=0.4)
     steady = fit.predict(8, 48.0, fit.disk_mbps("standard"))
     cold = fit.predict_measured(held_out)
     bytes_per_sample = fit.value("bytes_per_sample")
     assert cold.throughput == pytest.approx(min(steady.throughput, 140.0 / bytes_per_sample), rel=1e-6)
     assert cold.throughput < steady.throughput  # a later pass finds the dataset in the page cache
-    held_out.extra["epochs"] = 2.0
-    assert fit.predict_measured(held_out).throughput == pytest.approx(steady.throughput)
+    assert fit.predict_measured(dataclasses.replace(held_out, epochs=2.0)).throughput == pytest.approx(steady.throughput)
 
 
 def test_a_one_pass_job_counts_as_first_pass_from_its_image_counts(disk_classes):
@@ -395,7 +390,7 @@ def test_a_one_pass_job_counts_as_first_pass_from_its_image_counts(disk_classes)
             for disk, cap in (("local-nvme", None), ("standard", 140.0)):
                 rate = per_vcpu * v if cap is None else min(per_vcpu * v, cap / b_mb)
                 points.append(Point("w", v, ram, disk, rate, "images/s", read_mb_per_sample=b_mb, footprint_gib=0.5,
-                                    dataset_gib=5.0, extra={"images_done": 20_000, "images_total": 45_000}))
+                                    dataset_gib=5.0, epochs=epochs_of({"images_done": 20_000, "images_total": 45_000})))
     fit = _fit(points, disk_classes)
     assert fit.loo_max_ape is not None and fit.loo_max_ape < 0.02
     assert fit.predict_measured(points[-1]).throughput == pytest.approx(140.0 / b_mb, rel=0.02)
@@ -408,7 +403,7 @@ def test_a_ceiling_not_reached_is_never_below_the_best_measurement(disk_classes)
     rng = np.random.default_rng(7)
     points = [Point("w", v, ram, disk, 100_000.0 * (1 + 0.06 * rng.standard_normal()), "tokens/s")
               for v in (2, 4, 8, 12, 16) for ram in (8.0, 32.0) for disk in ("local-nvme", "ssd", "standard")]
-    points[5].throughput = 130_000.0
+    points[5] = dataclasses.replace(points[5], throughput=130_000.0)
     fit = _fit(points, disk_classes)
     assert fit.ceiling == pytest.approx(130_000.0)
     assert fit.params["gpu_ceiling"].bound == "lower"
@@ -418,19 +413,17 @@ def test_a_ceiling_not_reached_is_never_below_the_best_measurement(disk_classes)
 def test_a_job_that_reads_once_gets_nothing_from_ram_beyond_its_footprint(disk_classes):
     b_mb = 0.11
     points = [Point("w", v, ram, disk, min(200.0 * v, (cap or 1e12) / b_mb), "images/s", read_mb_per_sample=b_mb,
-                    footprint_gib=1.0, dataset_gib=5.0, extra={"epochs": 0.4}, reads_once=True)
+                    footprint_gib=1.0, dataset_gib=5.0, epochs=0.4, reads_once=True)
               for v in (2, 4, 8, 16) for ram in (8.0, 32.0) for disk, cap in (("local-nvme", None), ("standard", 140.0))]
     once = _fit(points, disk_classes)
     assert once.reads_once and any("reads each sample once" in n for n in once.notes)
     big = once.predict(16, 256.0, 140.0)  # 256 GiB would cache the 5 GiB dataset many times over
     assert big.throughput == pytest.approx(140.0 / b_mb, rel=0.02) and big.bottleneck == "disk"
     assert big.ram_needed_gib is None  # no RAM lifts it
-    for p in points:
-        p.reads_once = False
-    again = _fit(points, disk_classes)
+    again = _fit([dataclasses.replace(p, reads_once=False) for p in points], disk_classes)
     assert again.predict(16, 256.0, 140.0).throughput > 1.5 * big.throughput  # training's later epochs are cached
-    for p in points:  # points that do not say: as their workload declares, added where they are loaded
-        p.workload, p.reads_once = "imagenet-preprocess", None
+    # Points that do not say: as their workload declares, added where they are loaded.
+    points = [dataclasses.replace(p, workload="imagenet-preprocess", reads_once=None) for p in points]
     assert not fit_points(points, disk_classes)["imagenet-preprocess"].reads_once  # the model reads no registry
     assert fit_points(with_facts(points), disk_classes)["imagenet-preprocess"].reads_once
 
@@ -465,14 +458,14 @@ def test_a_job_that_never_read_the_disk_has_no_disk_term(disk_classes):
             for disk in ("local-nvme", "ssd", "standard"):
                 points.append(Point("w", v, ram, disk, 110_000.0 * (1 + 0.05 * rng.standard_normal()), "tokens/s",
                                     read_mb_per_sample=0.0, footprint_gib=1.2, dataset_gib=0.006,
-                                    extra={"epochs": 2.0}))
-    first_pass = next(p for p in points if (p.vcpus, p.ram_gib, p.disk_class) == (4, 32.0, "standard"))
-    first_pass.extra = {"epochs": 0.9}
+                                    epochs=2.0))
+    index = next(i for i, p in enumerate(points) if (p.vcpus, p.ram_gib, p.disk_class) == (4, 32.0, "standard"))
+    points[index] = first_pass = dataclasses.replace(points[index], epochs=0.9)
     fit = _fit([p for p in points if p is not first_pass], disk_classes)
     predicted = fit.predict_measured(first_pass)
     assert predicted.throughput == pytest.approx(110_000.0, rel=0.1)
     assert "io" not in predicted.terms
     assert fit.params["bytes_per_sample"].source == "fixed"
     # one point that did read makes the disk a term again, fitted from the throttled shapes
-    points[0].read_mb_per_sample = 0.01
+    points[0] = dataclasses.replace(points[0], read_mb_per_sample=0.01)
     assert _fit(points, disk_classes).params["bytes_per_sample"].source != "fixed"

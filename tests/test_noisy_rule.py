@@ -3,6 +3,7 @@ threshold"), by the worker's meter and, for stored points, by the store's reader
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -58,8 +59,7 @@ def test_one_noisy_point_is_counted_but_warns_of_no_busy_host():
     from sizer.report.analysis import quality_warnings
 
     points = make_points(noise=0.0)
-    first, second = points[3], points[7]
-    first.status, first.spread = "noisy", 0.25
+    points[3] = dataclasses.replace(points[3], status="noisy", spread=0.25)
     assert not any("flagged noisy" in w for w in quality_warnings(points, None))
-    second.status, second.spread = "noisy", 0.30
+    points[7] = dataclasses.replace(points[7], status="noisy", spread=0.30)
     assert any(w.startswith("2 of 37 points were flagged noisy") for w in quality_warnings(points, None))

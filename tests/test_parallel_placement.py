@@ -10,7 +10,7 @@ import pytest
 
 from sizer.errors import SizerError
 from sizer.interference import parallel_context
-from sizer.points import Point
+from sizer.points import ParallelMark, Point
 from sizer.shapes import HostCpus, InstanceShape, PlannedPoint
 from sizer.sweep.data import Dataset, dataset_dir
 from sizer.sweep.parallel import (
@@ -216,12 +216,8 @@ def test_checks_are_the_first_one_gpu_shapes_of_the_first_pass():
 
 def test_parallel_against_alone_per_shape_with_median_and_largest():
     def point(v: int, rate: float, check: str | None = None, slot: int | None = None) -> Point:
-        extra: dict = {}
-        if check:
-            extra["interference_check"] = check
-        if slot is not None:
-            extra["parallel"] = {"slots": 2, "slot": slot, "gpu": slot}
-        return Point("w", v, 4.0, "ssd", rate, "images/s", extra=extra)
+        mark = None if slot is None else ParallelMark(slots=2, slot=slot, gpu=slot)
+        return Point("w", v, 4.0, "ssd", rate, "images/s", interference_check=check or "", parallel=mark)
 
     points = [point(2, 90, "a", 0), point(2, 100, "a"), point(4, 210, "b", 1), point(4, 200, "b"),
               point(8, 300, None, 0), point(6, 50, "c", 1)]  # c: never measured alone

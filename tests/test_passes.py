@@ -61,9 +61,10 @@ def test_a_bad_passes_option_exits_2_before_any_work(cli, tmp_path):
     assert not (tmp_path / "s.sqlite").exists()
 
 
-def _point(rate: float, status: str = "ok", vcpus: int = 4, calibration: float | None = 300.0, **extra) -> Point:
+def _point(rate: float, status: str = "ok", vcpus: int = 4, calibration: float | None = 300.0,
+           pass_no: int = 1) -> Point:
     return Point("w", vcpus, 8.0, "local-nvme", rate, "images/s", status=status, calibration_ips=calibration,
-                 extra=dict(extra))
+                 pass_no=pass_no)
 
 
 def test_a_shape_measured_several_times_stands_at_its_median():
@@ -72,17 +73,17 @@ def test_a_shape_measured_several_times_stands_at_its_median():
     combined = combine_passes([slow, other, mid, fast])
     assert len(combined) == 2
     shape = next(p for p in combined if p.vcpus == 4)
-    assert shape.throughput == 1000.0 and shape.extra["pass_rates"] == [800.0, 1000.0, 1050.0]
-    assert shape.extra["pass_spread"] == pytest.approx(0.25)
+    assert shape.throughput == 1000.0 and shape.pass_rates == (800.0, 1000.0, 1050.0)
+    assert shape.pass_spread == pytest.approx(0.25)
     assert next(p for p in combined if p.vcpus == 8) is other  # measured once: unchanged
-    assert mid.throughput == 1000.0 and "pass_rates" not in mid.extra  # the measurements are not modified
+    assert mid.throughput == 1000.0 and mid.pass_rates == ()  # the measurements are not modified
     again = combine_passes(combined)
     assert [(p.vcpus, p.throughput) for p in again] == [(p.vcpus, p.throughput) for p in combined]
 
     even = combine_passes([_point(900.0), _point(1100.0)])
     assert len(even) == 1 and even[0].throughput == 1000.0  # the median of the two
     failed = combine_passes([_point(0.0, status="timeout"), _point(900.0), _point(0.0, status="oom")])
-    assert len(failed) == 1 and failed[0].throughput == 900.0 and failed[0].extra["pass_failed"] == 2
+    assert len(failed) == 1 and failed[0].throughput == 900.0 and failed[0].pass_failed == 2
     assert len(combine_passes([_point(0.0, status="oom"), _point(0.0, status="oom")])) == 2  # nothing to combine
     # Two hosts (their own CPU calibrations) measuring one shape stay two points.
     assert len(combine_passes([_point(900.0, calibration=300.0), _point(1000.0, calibration=350.0)])) == 2
@@ -99,11 +100,8 @@ def _three_passes(speed) -> list[Point]:
     passes = []
     for n in range(3):
         points = simulate_points("w", TRUTH, (2, 4, 8, 12, 16), DISKS, (8.0, 32.0), noise=0.01, seed=n)
-        for i, p in enumerate(points):
-            p.throughput *= speed(n, i, p)
-            if n:
-                p.extra["pass"] = n + 1
-        passes.extend(points)
+        passes.extend(dataclasses.replace(p, throughput=p.throughput * speed(n, i, p), pass_no=n + 1)
+                      for i, p in enumerate(points))
     return passes
 
 
@@ -127,8 +125,8 @@ def test_the_median_of_three_passes_takes_a_slow_moment_out_of_the_held_out_erro
 
 def test_a_tiebreak_keeps_the_next_pass_only_where_the_first_passes_disagree(benchmark):
     bench = benchmark("model_accuracy")
-    torn = [_point(1000.0), _point(1300.0, **{"pass": 2}), _point(1100.0, **{"pass": 3})]
-    agreed = [_point(1900.0, vcpus=8), _point(1950.0, vcpus=8, **{"pass": 2}), _point(2500.0, vcpus=8, **{"pass": 3})]
+    torn = [_point(1000.0), _point(1300.0, pass_no=2), _point(1100.0, pass_no=3)]
+    agreed = [_point(1900.0, vcpus=8), _point(1950.0, vcpus=8, pass_no=2), _point(2500.0, vcpus=8, pass_no=3)]
     points, added = bench.tiebreak_passes(torn + agreed, 2, 0.1)
     assert added == 1 and torn[2] in points and agreed[2] not in points and len(points) == 5
     shape = next(p for p in combine_passes(points) if p.vcpus == 4)
@@ -149,7 +147,7 @@ def test_refine_measures_again_the_shape_the_model_predicts_worst(benchmark):
     assert bench.tiebreak_passes(passes, 2, 0.2)[1] == 0  # 14% apart: within the tie-break's spread
     refined, added = bench.refine_passes(passes, 2, 1)
     assert added == 1
-    (third,) = [p for p in refined if p.extra.get("pass") == 3]
+    (third,) = [p for p in refined if p.pass_no == 3]
     assert (third.vcpus, third.ram_gib, third.disk_class) == fast_shape
     two, after = _held_out(bench, bench.first_passes(passes, 2)), _held_out(bench, refined)
     assert two["max_ape"] > 0.14 and after["max_ape"] < 0.12
@@ -166,7 +164,7 @@ def test_worst_predicted_names_each_workloads_worst_shapes_at_their_median():
 
     def fast(shape, name):
         points = _three_passes(lambda n, i, p: 1.3 if (p.vcpus, p.ram_gib, p.disk_class) == shape else 1.0)
-        return [dataclasses.replace(p, workload=name) for p in points if int(p.extra.get("pass", 1)) <= 2]
+        return [dataclasses.replace(p, workload=name) for p in points if p.pass_no <= 2]
 
     points = fast((4, 8.0, "local-nvme"), "a") + fast((8, 32.0, "ssd"), "b")
     table = load_disk_classes()
@@ -174,7 +172,7 @@ def test_worst_predicted_names_each_workloads_worst_shapes_at_their_median():
     assert sorted((p.workload, p.vcpus, p.ram_gib, p.disk_class) for p, _ in worst) == [
         ("a", 4, 8.0, "local-nvme"), ("b", 8, 32.0, "ssd")]
     for point, error in worst:
-        assert point.extra["pass_rates"] and point.throughput == statistics.median(point.extra["pass_rates"])
+        assert point.pass_rates and point.throughput == statistics.median(point.pass_rates)
         assert 0.15 < error < 0.4  # 30% fast: the fit without it predicts the host's usual speed
     three = worst_predicted(points, table, 3)
     assert len(three) == 6 and [p.workload for p, _ in three] == ["a"] * 3 + ["b"] * 3
@@ -251,9 +249,7 @@ def test_the_report_shows_the_median_and_the_range_of_a_shape(tmp_path):
     points = []
     for n, factor in enumerate((1.0, 0.8, 1.05), start=1):
         for p in simulate_points("w", TRUTH, (2, 4, 8, 16), {"local-nvme": None}, (32.0,), seed=n, gpu_model="H200"):
-            p.throughput *= factor
-            p.extra["pass"] = n
-            points.append(p)
+            points.append(dataclasses.replace(p, throughput=p.throughput * factor, pass_no=n))
     context = build_context(points, gpu="H200")
     (wl,) = context["workloads"]
     real = [p for p in wl["points"] if p["input"] != "synthetic"]

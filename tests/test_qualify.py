@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -109,9 +110,7 @@ def test_reference_with_shortfall_and_max(points):
 
 
 def test_repeated_shape_uses_the_median_and_unmeasured_shapes_fail(points):
-    extra = make_points(noise=0.0)[1:]
-    for p in extra:
-        p.throughput *= 1.5
+    extra = [dataclasses.replace(p, throughput=p.throughput * 1.5) for p in make_points(noise=0.0)[1:]]
     doubled = points + extra + [p for p in make_points(noise=0.0)[1:] if p.vcpus == 16]
     parsed = parse_baseline(baseline(
         check(shape=SHAPE_16, min=1, name="median"),
@@ -126,9 +125,8 @@ def test_repeated_shape_uses_the_median_and_unmeasured_shapes_fail(points):
 
 
 def test_a_shape_killed_by_the_memory_limit_fails(points):
-    oom = [p for p in make_points(noise=0.0) if p.vcpus == 2 and p.ram_gib == 8 and p.disk_class == "ssd"]
-    for p in oom:
-        p.status, p.throughput = "oom", 0.0
+    oom = [dataclasses.replace(p, status="oom", throughput=0.0) for p in make_points(noise=0.0)
+           if p.vcpus == 2 and p.ram_gib == 8 and p.disk_class == "ssd"]
     rest = [p for p in points if not (p.vcpus == 2 and p.ram_gib == 8 and p.disk_class == "ssd")]
     parsed = parse_baseline(baseline(check(shape={**SHAPE_2, "ram_gib": 8}, min=1)))
     (outcome,) = evaluate(parsed, rest + oom)

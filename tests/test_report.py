@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -55,7 +56,7 @@ def store_with_points(path: Path, points, *, gpu_name: str = H100, calibration: 
                           "peak_rss_bytes": (p.footprint_gib or 0) * 2**30, "gpu_name": p.gpu_model,
                           # the window's CPU cost, where a test gives it (`--cpu-cost` reads it)
                           **({"cpu_util_per_vcpu": p.cpu_util_per_vcpu,
-                              "cpu_ms_per_sample": p.extra["cpu_ms_per_sample"]} if "cpu_ms_per_sample" in p.extra else {})},
+                              "cpu_ms_per_sample": p.cpu_ms_per_sample} if p.cpu_ms_per_sample else {})},
                 config={"input": p.input, "decode": p.decode},
                 extra={"dataset_gib": p.dataset_gib},
             )
@@ -125,9 +126,7 @@ def test_model_points_and_curves_come_from_the_fit(context, points):
 
 def test_figures_follow_the_measurements(points):
     """Nothing is a constant: doubling every measured rate doubles the ceiling and the prediction."""
-    doubled = make_points()
-    for p in doubled:
-        p.throughput *= 2
+    doubled = [dataclasses.replace(p, throughput=2 * p.throughput) for p in make_points()]
     base = _workload(build_context(points, gpu="H100"))
     twice = _workload(build_context(doubled, gpu="H100"))
     assert twice["ceiling"] == pytest.approx(2 * base["ceiling"], rel=1e-6)
@@ -209,13 +208,14 @@ def test_quality_warnings_come_from_the_figures():
     clean = make_points(noise=0.0)
     assert quality_warnings(clean, None) == []
     busy = make_points(noise=0.0)
-    one = next(p for p in busy if p.vcpus == 1 and p.ram_gib == 8 and p.disk_class == "ssd")
-    two = next(p for p in busy if p.vcpus == 2 and p.ram_gib == 8 and p.disk_class == "ssd")
-    one.status, one.spread = "noisy", 0.4
-    other = next(p for p in busy if p.vcpus == 4 and p.ram_gib == 8 and p.disk_class == "ssd")
-    other.status, other.spread = "noisy", 0.1
-    two.throughput = 0.5 * one.throughput  # more vCPUs, half the rate
-    busy[0].throughput = 600.0  # the GPU-alone point below the real pipeline's best
+    def at(vcpus: int) -> int:
+        return next(i for i, p in enumerate(busy) if p.vcpus == vcpus and p.ram_gib == 8 and p.disk_class == "ssd")
+
+    one, two, other = at(1), at(2), at(4)
+    busy[one] = dataclasses.replace(busy[one], status="noisy", spread=0.4)
+    busy[other] = dataclasses.replace(busy[other], status="noisy", spread=0.1)
+    busy[two] = dataclasses.replace(busy[two], throughput=0.5 * busy[one].throughput)  # more vCPUs, half the rate
+    busy[0] = dataclasses.replace(busy[0], throughput=600.0)  # the GPU-alone point below the real pipeline's best
     warnings = quality_warnings(busy, None)
     assert len(warnings) == 3
     assert "2 of 37 points were flagged noisy" in warnings[0]
@@ -333,15 +333,15 @@ def test_cli_report_bad_input_exits_2(tmp_path, points, cli):
 
 
 def test_cli_report_cpu_cost_fits_without_the_hosts_fast_moment_and_shows_the_points_as_measured(tmp_path, cli):
-    points = make_points(noise=0.0)
-    for p in points:
-        if p.bottleneck == "cpu":  # a CPU-bound window: busy vCPUs over its CPU time per image
-            p.cpu_util_per_vcpu = 0.98
-            p.extra["cpu_ms_per_sample"] = p.vcpus * 0.98 * 1000.0 / p.throughput
-    fast = next(p for p in points if (p.vcpus, p.ram_gib, p.disk_class) == (4, 32.0, "ssd"))
-    assert fast.bottleneck == "cpu"
-    fast.throughput *= 1.3  # the shared host ran this window 30% faster: less CPU time per image
-    fast.extra["cpu_ms_per_sample"] /= 1.3
+    # A CPU-bound window: busy vCPUs over its CPU time per image.
+    points = [dataclasses.replace(p, cpu_util_per_vcpu=0.98, cpu_ms_per_sample=p.vcpus * 0.98 * 1000.0 / p.throughput)
+              if p.bottleneck == "cpu" else p for p in make_points(noise=0.0)]
+    index = next(i for i, p in enumerate(points) if (p.vcpus, p.ram_gib, p.disk_class) == (4, 32.0, "ssd"))
+    fast = points[index]
+    assert fast.bottleneck == "cpu" and fast.cpu_ms_per_sample is not None
+    # The shared host ran this window 30% faster: less CPU time per image.
+    points[index] = fast = dataclasses.replace(fast, throughput=fast.throughput * 1.3,
+                                               cpu_ms_per_sample=fast.cpu_ms_per_sample / 1.3)
     path = store_with_points(tmp_path / "s.sqlite", points)
 
     def fitted(*flags):
@@ -379,7 +379,7 @@ def test_cpu_cost_hint_needs_windows_apart_at_one_vcpu_count():
     from sizer.points import Point
 
     def window(v, ms, util=0.97):
-        return Point("w", v, 8.0, "ssd", 1000.0, "images/s", cpu_util_per_vcpu=util, extra={"cpu_ms_per_sample": ms})
+        return Point("w", v, 8.0, "ssd", 1000.0, "images/s", cpu_util_per_vcpu=util, cpu_ms_per_sample=ms)
 
     # 4.0 against 4.6 ms (15%) is within what one host's moments give; 2 and 8 vCPUs differ for real.
     steady = [window(4, 4.0), window(4, 4.6), window(2, 3.0), window(8, 6.0), window(4, 9.0, util=0.3)]
@@ -420,13 +420,12 @@ def test_the_busy_host_notice_needs_signs_of_the_host_not_of_the_model():
     from sizer.points import Point
 
     def window(v, ms, ram=8.0):
-        return Point("w", v, ram, "ssd", 250.0 * v, "images/s", cpu_util_per_vcpu=0.97, extra={"cpu_ms_per_sample": ms})
+        return Point("w", v, ram, "ssd", 250.0 * v, "images/s", cpu_util_per_vcpu=0.97, cpu_ms_per_sample=ms)
 
     costly = [window(2, 3.0), window(4, 3.0), window(4, 4.6, ram=16.0), window(8, 3.0)]
     ctx = build_context(costly, gpu="H100")
     assert any("--cpu-cost" in w for w in _workload(ctx, "w")["warnings"])
     assert 'id="quality"' not in render_html(ctx)
-    noisy = [window(2, 3.0), window(4, 3.0), window(8, 3.0)]
-    for p in noisy[:2]:
-        p.status, p.spread = "noisy", 0.3
+    noisy = [dataclasses.replace(p, status="noisy", spread=0.3) for p in (window(2, 3.0), window(4, 3.0))] + [
+        window(8, 3.0)]
     assert 'id="quality"' in render_html(build_context(noisy, gpu="H100"))

@@ -121,6 +121,6 @@ def test_loaded_points_carry_the_window_counters_the_accuracy_script_reads(tmp_p
         store.add_point(sweep, "k1", {"vcpus": 1, "ram_gib": 4, "disk_class": "ssd"}, result, {}, 0.0)
         store.add_point(sweep, "k2", {"vcpus": 2, "ram_gib": 4, "disk_class": "ssd"}, bare, {}, 0.0)
     with_counters, without = sorted(load_points(tmp_path / "s.sqlite", None), key=lambda p: p.vcpus)
-    assert with_counters.extra["cpu_ms_per_sample"] == 3.25
-    assert with_counters.extra["gpu_mem_peak_gib"] == pytest.approx(2.0)
-    assert "cpu_ms_per_sample" not in without.extra
+    assert with_counters.cpu_ms_per_sample == 3.25
+    assert with_counters.gpu_mem_peak_gib == pytest.approx(2.0)
+    assert without.cpu_ms_per_sample is None and without.gpu_mem_peak_gib is None

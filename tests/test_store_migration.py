@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from sizer.errors import SizerError
+from sizer.facts import with_facts
 from sizer.method import (
     SweepSettings,
     bring_to_current,
@@ -277,10 +278,10 @@ def test_loaded_points_carry_their_method_calibration_and_what_their_workload_re
     path = tmp_path / "old.sqlite"
     _old_store(path)
     with Store(path) as store:
-        points = {p.vcpus: p for p in store.points()}
+        points = {p.vcpus: p for p in with_facts(store.points())}
     assert points[1].method == METHOD_VERSION and points[3].method == 2
     assert all(p.calibration_ips == 250.0 for p in points.values())  # the sweep's calibration, attached once
-    assert points[1].reads_once is False  # ptb-lstm-train reads its corpus every pass
+    assert points[1].reads_once is False  # ptb-lstm-train reads its corpus every pass, as it declares
     notes = method_notes(points.values())
     assert len(notes) == 1 and notes[0].startswith("2 points were measured by method 2")
     assert "resnet50-train 3 vCPU / 32 GiB / ssd" in notes[0]

@@ -42,7 +42,7 @@ def shape_points(rates: dict[tuple[int, float, str], list[float]], ceiling: floa
     for (vcpus, ram, disk), measured in rates.items():
         for i, rate in enumerate(measured):
             points.append(Point(workload, vcpus, ram, disk, rate, "images/s", spread=0.02, gpu_model=GPU,
-                                read_mb_per_sample=0.01, cpu_util_per_vcpu=0.95, extra={"pass": i + 1}))
+                                read_mb_per_sample=0.01, cpu_util_per_vcpu=0.95, pass_no=i + 1))
     if ceiling is not None:
         points.append(Point(workload, 16, 64.0, "local-nvme", ceiling, "images/s", spread=0.01, gpu_model=GPU,
                             input=SYNTHETIC_INPUT))
@@ -447,7 +447,7 @@ def _cached_dataset_points(reads_once: bool) -> list[Point]:
     """Four shapes on local NVMe with 32 GiB of RAM, a 100 GiB dataset read in a first, cold pass."""
     points = shape_points({(v, 32.0, "local-nvme"): _passes(min(1000.0, 150.0 * v)) for v in (2, 4, 8, 16)})
     return [dataclasses.replace(p, footprint_gib=1.5, dataset_gib=100.0, reads_once=reads_once,
-                                extra={**p.extra, "epochs": 0.5}) for p in points]
+                                epochs=0.5) for p in points]
 
 
 def test_a_page_cache_that_holds_the_dataset_lets_a_shape_measured_on_any_disk_judge(disk_classes):

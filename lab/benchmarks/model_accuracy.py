@@ -13,7 +13,7 @@ Prints a table of median and max absolute percentage error per workload and meth
 --json). Synthetic-input points (the GPU ceiling) always stay in the fit: they are not shapes.
 
 --host-speed divides the rate of every point whose vCPUs were busy (CPU util per vCPU >= 0.85) by
-its host-speed probe (`extra.host_speed`: MB/s of a single-thread zlib probe of one of its vCPUs
+its host-speed probe (`Point.host_probe_mbps`: MB/s of a single-thread zlib probe of one of its vCPUs
 just before and after it) relative to the workload's median probe: what the model's error is once
 the shared host's changing speed is taken out. Points without a probe,
 and points bound by the GPU or the disk, are left as measured.
@@ -174,7 +174,7 @@ def first_passes(points: list[Point], k: int) -> list[Point]:
     """The measurements of the first `k` passes of a sweep measured with `--passes`."""
     if k < 1:
         raise SizerError(f"--passes wants 1 or more, got {k}")
-    return [p for p in points if int(p.extra.get("pass", 1)) <= k]
+    return [p for p in points if p.pass_no <= k]
 
 
 def tiebreak_passes(points: list[Point], k: int, spread: float) -> tuple[list[Point], int]:
@@ -190,7 +190,7 @@ def tiebreak_passes(points: list[Point], k: int, spread: float) -> tuple[list[Po
         if p.usable:
             rates.setdefault(repeat_key(p), []).append(p.throughput)
     torn = {key for key, r in rates.items() if len(r) >= 2 and max(r) / min(r) - 1 > spread}
-    extra = [p for p in points if int(p.extra.get("pass", 1)) == k + 1 and repeat_key(p) in torn]
+    extra = [p for p in points if p.pass_no == k + 1 and repeat_key(p) in torn]
     return kept + extra, len(extra)
 
 
@@ -200,29 +200,26 @@ def refine_passes(points: list[Point], k: int, n: int) -> tuple[list[Point], int
     the count of measurements so added."""
     kept = first_passes(points, k)
     worst = {(p.workload, shape_of(p)) for p, _ in worst_predicted(kept, load_disk_classes(), n)}
-    extra = [p for p in points if int(p.extra.get("pass", 1)) == k + 1 and (p.workload, shape_of(p)) in worst]
+    extra = [p for p in points if p.pass_no == k + 1 and (p.workload, shape_of(p)) in worst]
     return kept + extra, len(extra)
 
 
 def host_speed(point: Point) -> float | None:
     """The mean of a point's probe before and after it, or None for a point stored without one."""
-    speed = (point.extra or {}).get("host_speed") or {}
-    values = [speed.get(k) for k in ("before_mbps", "after_mbps")]
-    values = [float(x) for x in values if isinstance(x, (int, float)) and x > 0]
-    return sum(values) / len(values) if values else None
+    return point.host_probe_mbps
 
 
 def normalize_host_speed(points: list[Point]) -> tuple[list[Point], int]:
     """Busy points divided by their host-speed probe relative to the workload's median probe."""
     scaled = scale_busy_points(points, host_speed, reference_all=True)
-    return scaled, sum("speed_scale" in p.extra for p in scaled)
+    return scaled, sum(p.speed_scale is not None for p in scaled)
 
 
 def normalize_cpu_cost(points: list[Point]) -> tuple[list[Point], int]:
     """Busy points scaled by their window's CPU time per sample relative to the median at their vCPU
     count: what `sizer report --cpu-cost` fits on."""
     scaled = take_out_cpu_cost(points)
-    return scaled, sum("speed_scale" in p.extra for p in scaled)
+    return scaled, sum(p.speed_scale is not None for p in scaled)
 
 
 def _load(store: Path | None, input_file: Path | None) -> list[Point]:

@@ -97,7 +97,7 @@ def assemble(measured: GroupMeasurements, fitted: FittedTerms, dataset_gib: floa
         model=fitted.kind,
         loo=loo_pairs,
         gpu_model=gpu_models.most_common(1)[0][0] if gpu_models else "",
-        gpu_memory_gib=positive_median(p.extra.get("gpu_mem_peak_gib") for p in usable if isinstance(p.extra, dict)),
+        gpu_memory_gib=positive_median(p.gpu_mem_peak_gib for p in usable),
         notes=measured.notes,
         uses_gpu=any(p.gpu_util_pct is not None for p in usable),
     )

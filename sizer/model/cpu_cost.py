@@ -16,8 +16,8 @@ BUSY_CPU_UTIL = 0.85
 
 def window_cpu_speed(point: Point) -> float | None:
     """Samples per CPU-second in the point's measured window (1 / its CPU time per sample), if known."""
-    ms = point.extra.get("cpu_ms_per_sample")
-    return 1000.0 / ms if isinstance(ms, (int, float)) and not isinstance(ms, bool) and ms > 0 else None
+    ms = point.cpu_ms_per_sample
+    return 1000.0 / ms if ms is not None and ms > 0 else None
 
 
 def scale_busy_points(points: list[Point], speed: Callable[[Point], float | None], *, by_vcpus: bool = False,
@@ -26,7 +26,7 @@ def scale_busy_points(points: list[Point], speed: Callable[[Point], float | None
     busy point's rate is divided by its speed (`speed(p)`, None where unknown) relative to the median
     speed of its workload's busy points (of all its points with a speed: `reference_all`), or of those
     at its vCPU count (`by_vcpus`, which keeps what more vCPUs cost per sample in the figures). A
-    scaled point is a new one with its factor in `extra["speed_scale"]`; the points given stay as
+    scaled point is a new one with its factor in `speed_scale`; the points given stay as
     they are."""
     factors: dict[int, float] = {}
     for group in group_points(points).values():
@@ -39,7 +39,7 @@ def scale_busy_points(points: list[Point], speed: Callable[[Point], float | None
         for p in busy:  # a synthetic-input point joins several groups: scaled once
             reference = statistics.median(references[p.vcpus if by_vcpus else None])
             factors.setdefault(id(p), reference / speeds[id(p)])
-    return [dataclasses.replace(p, throughput=p.throughput * f, extra={**p.extra, "speed_scale": f})
+    return [dataclasses.replace(p, throughput=p.throughput * f, speed_scale=f)
             if (f := factors.get(id(p))) is not None else p for p in points]
 
 
@@ -54,7 +54,7 @@ def take_out_cpu_cost(points: list[Point]) -> list[Point]:
 
 def cpu_cost_note(group: list[Point]) -> str:
     """The fit's note on what `cpu_cost` changed in one workload's measurements."""
-    factors = [p.extra["speed_scale"] for p in group if "speed_scale" in p.extra]
+    factors = [p.speed_scale for p in group if p.speed_scale is not None]
     if not factors:
         return "fitted with --cpu-cost: no CPU-bound point with its window's CPU time, so every figure is as measured"
     return (f"fitted with --cpu-cost: {len(factors)} CPU-bound measurement(s) scaled by their window's CPU "

@@ -94,12 +94,8 @@ def cache_ram(point: Point, footprint_gib: float | None, dataset_gib: float | No
     data (the worker records `epochs` < 1) read everything from the disk whatever the RAM limit:
     miss = 1, which is the miss(m) of RAM = footprint. miss(m) itself describes later passes.
     """
-    extra = point.extra or {}
-    epochs = extra.get("epochs")
-    if epochs is None and extra.get("images_total"):
-        # A one-pass job's point that records its images instead of `epochs`: its share of the pass.
-        epochs = float(extra.get("images_done") or 0) / float(extra["images_total"])
-    if isinstance(epochs, (int, float)) and epochs < 1 and footprint_gib is not None and dataset_gib:
+    epochs = point.epochs
+    if epochs is not None and epochs < 1 and footprint_gib is not None and dataset_gib:
         return min(point.ram_gib, footprint_gib)
     return point.ram_gib
 

@@ -54,7 +54,7 @@ def measured_shapes(fit: WorkloadFit) -> list[MeasuredShape]:
     """Each real-input shape the fit was fitted on (one per shape: passes are already combined)."""
     out = []
     for point, predicted in fit.residuals:
-        rates = point.extra.get("pass_rates") if isinstance(point.extra, dict) else None
+        rates = point.pass_rates or None
         out.append(MeasuredShape(point.vcpus, point.ram_gib, point.disk_class, point.throughput,
                                  tuple(float(r) for r in rates) if rates else (point.throughput,),
                                  float(point.spread or 0.0), float(predicted), point.bottleneck or ""))

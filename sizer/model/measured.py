@@ -17,9 +17,6 @@ from sizer.model.types import Param
 from sizer.points import Point
 from sizer.variants import SYNTHETIC_INPUT
 
-# Keys a sweep may leave in Point.extra for the unthrottled device's own read bandwidth (MB/s).
-DEVICE_MBPS_KEYS = ("device_read_mbps", "disk_read_mbps", "fio_read_mbps")
-
 
 def positive_median(values: Iterable[float | None]) -> float | None:
     """The median of the known, finite, positive values; None when there is none."""
@@ -114,8 +111,4 @@ def _set_bandwidth(out: GroupMeasurements, cls: str, mbps: float, source: str, n
 
 
 def _device_mbps(points: list[Point]) -> float | None:
-    for key in DEVICE_MBPS_KEYS:
-        value = positive_median(p.extra.get(key) for p in points if isinstance(p.extra, dict))
-        if value:
-            return value
-    return None
+    return positive_median(p.device_read_mbps for p in points)

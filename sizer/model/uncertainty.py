@@ -115,7 +115,7 @@ def _factor_pools(fit: WorkloadFit) -> dict[str, np.ndarray]:
         predicted = fit.predict_measured(point)
         if predicted.throughput <= 0:
             continue
-        rates = point.extra.get("pass_rates") if isinstance(point.extra, dict) else None
+        rates = point.pass_rates or None
         term = {"cpu": "cpu", "gpu": "gpu"}.get(predicted.bottleneck, "io")
         by_term[term] += [float(r) / predicted.throughput for r in (rates or [point.throughput])]
     every = [r for pool in by_term.values() for r in pool]

@@ -22,10 +22,10 @@ def host_labels(hosts: Sequence[dict[str, Any]]) -> dict[Any, str]:
 
 
 def points_by_host(points: Sequence[Point]) -> dict[Any, list[Point]]:
-    """Points per host id (`extra["host_id"]`, which the store sets), hosts in the order they first come."""
+    """Points per host id (`Point.host_id`, which the store sets), hosts in the order they first come."""
     out: dict[Any, list[Point]] = {}
     for p in points:
-        out.setdefault(p.extra.get("host_id"), []).append(p)
+        out.setdefault(p.host_id, []).append(p)
     return out
 
 
@@ -37,7 +37,7 @@ def shared_workloads(points: Sequence[Point]) -> set[str]:
     hosts: dict[str, set[Any]] = {}
     for p in points:
         if p.input != SYNTHETIC_INPUT:
-            hosts.setdefault(labels[id(p)], set()).add(p.extra.get("host_id"))
+            hosts.setdefault(labels[id(p)], set()).add(p.host_id)
     return {Variant.from_label(label).workload for label, ids in hosts.items() if len(ids) > 1}
 
 

@@ -46,9 +46,9 @@ def _point_row(p: Point, predicted: float | None) -> dict[str, Any]:
         "bottleneck": p.bottleneck,
         "gpu_util_pct": p.gpu_util_pct,
         "read_mb_per_sample": p.read_mb_per_sample,
-        "pass_rates": p.extra.get("pass_rates"),  # every measurement of the shape, when more than one
-        "parallel": p.extra.get("parallel"),  # {"slots", "slot", "gpu"} where measured beside other points
-        "real_instance": bool(p.extra.get("real_instance")),  # measured the whole instance (sizer.fleet), not an emulation
+        "pass_rates": list(p.pass_rates) or None,  # every measurement of the shape, when more than one
+        "parallel": jsonable(p.parallel),  # {"slots", "slot", "gpu"} where measured beside other points
+        "real_instance": p.real_instance,  # measured the whole instance (sizer.fleet), not an emulation
     }
 
 

@@ -20,18 +20,14 @@ def refine_points(plan: SweepPlan, results: list[tuple[Any, Result]]) -> list[tu
     median moves toward the host's usual speed; what the sweep's other shapes say it should be
     chooses it, not the spread of its own figures (both passes can land on one moment). Only the
     first K passes' measurements choose, so a resumed sweep chooses the same shapes."""
-    measured = []
-    for row, result in results:
-        point = point_from_result(row, result)
-        if int(point.extra.get("pass", 1)) <= plan.passes:
-            point.extra["point_key"] = row["key"]
-            measured.append(point)
+    measured = [point for point in (point_from_result(row, result) for row, result in results)
+                if point.pass_no <= plan.passes]
     if not measured:
         return []
     first_pass = {p.key: p for p in plan.points if p.pass_no == 1 and not p.ceiling}
     chosen = []
     for point, error in worst_predicted(measured, plan.disk_table, plan.refine):
-        planned = first_pass.get(shape_key(point.extra["point_key"]))
+        planned = first_pass.get(shape_key(point.key))
         if planned is not None:
             chosen.append((dataclasses.replace(planned, pass_no=plan.passes + 1), error))
     return chosen
