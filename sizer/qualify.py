@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
-from sizer.model import fit_points
+from sizer.model import WorkloadFit, fit_points
 from sizer.points import Point
 from sizer.store import sweep_calibration_ips
 from sizer.variants import SYNTHETIC_INPUT, Variant
@@ -363,7 +363,7 @@ def evaluate(baseline: Baseline, points: Sequence[Point], sweeps: Sequence[Any] 
 
 
 def _evaluate_one(
-    check: Check, baseline: Baseline, points: list[Point], fit: Any, calibration: float | None
+    check: Check, baseline: Baseline, points: list[Point], fit: WorkloadFit | None, calibration: float | None
 ) -> Outcome:
     scale = 1.0
     if check.scale_with_calibration:

@@ -25,7 +25,7 @@ def _cell(point) -> str:
     if point.status not in ("ok", "noisy"):
         return point.status.upper() if point.status == "oom" else point.status
     text = f"{point.throughput:,.0f}" + (" d" if point.bottleneck == "disk" else "")
-    rates = point.extra.get("pass_rates") or []
+    rates = list(point.pass_rates)
     return text + (f" ({min(rates):,.0f}-{max(rates):,.0f})" if len(rates) > 1 else "")
 
 

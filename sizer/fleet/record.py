@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from sizer.errors import SizerError
 from sizer.fleet.node import NodeOutcome
 from sizer.shapes import PlannedPoint
+from sizer.store import Store
 from sizer.sweep.plan import load_workload_classes
 from workloads.protocol import ERROR, Result
 
@@ -57,7 +58,7 @@ def _workload_facts(name: str) -> tuple[str, str]:
 
 class FleetRecord:
     """The run's sweeps (one per target and host), the keys stored per target and the lost marks."""
-    def __init__(self, store: Any, command: str, identities: dict[str, dict[str, Any]]):
+    def __init__(self, store: Store, command: str, identities: dict[str, dict[str, Any]]):
         self.store, self.command, self.identities = store, command, identities
         self.run = ""  # the run's tag: its start time
         self.sweeps: dict[tuple[str, int], int] = {}  # (target, host id) -> sweep id

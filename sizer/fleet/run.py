@@ -149,7 +149,7 @@ def run_fleet(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
 
 class _FleetRun:
     """One run of a fleet sweep: its tasks in flight, its record in the store, its summary."""
-    def __init__(self, opts: SweepOptions, fleet: FleetOptions, plans: dict[str, NodePlan], store: Any,
+    def __init__(self, opts: SweepOptions, fleet: FleetOptions, plans: dict[str, NodePlan], store: Store,
                  on_point: OnPoint | None, disk_table: dict[str, Any] | None = None):
         self.opts, self.fleet, self.plans, self.store, self.on_point = opts, fleet, plans, store, on_point
         self.disk_table = disk_table  # the report's, read by the driver (a node never reads it)
@@ -314,7 +314,8 @@ class _FleetRun:
         self.summary["statuses"] = count_statuses(self.summary["points"])
 
     def _target_summary(self, target: str, plan: NodePlan) -> dict[str, Any]:
-        hosts = {self.store.sweep_host(s)[1].get("fleet_node") for (t, _), s in self.record.sweeps.items() if t == target}
+        hosts = {(found[1] if found else {}).get("fleet_node")
+                 for (t, _), s in self.record.sweeps.items() if t == target for found in [self.store.sweep_host(s)]}
         return {"planned_on": plan.host.get("hostname"), "node": plan.host.get("fleet_node"),
                 "points": len(plan.points), "stored": len(self.record.done[target]),
                 "lost": sorted(self.record.lost[target]), "hosts": sorted(h for h in hosts if h)}

@@ -90,7 +90,7 @@ def fit_draws(fit: WorkloadFit, n: int = DRAWS, seed: int = SEED, host: np.ndarr
     return FitDraws(shapes, rates, measured["cpu"] / np.median(pools["cpu"]), measured["io"] / np.median(pools["io"]),
                     measured, bound.get("per_vcpu") == "lower", bound.get("bytes_per_sample") == "upper",
                     bound.get("gpu_ceiling") == "lower", float(fit.value("knee_sharpness", 0.0) or 0.0), host,
-                    getattr(fit.params.get("gpu_ceiling"), "source", "") == "measured")
+                    "gpu_ceiling" in fit.params and fit.params["gpu_ceiling"].source == "measured")
 
 
 # The term a measurement saw binding (`Point.bottleneck`), by its pool in `_factor_pools`.

@@ -22,8 +22,8 @@ _STOPPED = {
 def adaptive_records(sweeps: Sequence[SweepRow]) -> list[dict[str, Any]]:
     """Every workload entry's record, of every adaptive sweep (a later sweep's first)."""
     out: list[dict[str, Any]] = []
-    for sweep in sorted(sweeps, key=lambda s: getattr(s, "id", 0), reverse=True):
-        record = (getattr(sweep, "calibration", None) or {}).get(RECORD_KEY)
+    for sweep in sorted(sweeps, key=lambda s: s.id, reverse=True):
+        record = (sweep.calibration or {}).get(RECORD_KEY)
         if isinstance(record, dict):
             out.extend(r for r in record.values() if isinstance(r, dict) and r.get("workload"))
     return out

@@ -9,6 +9,7 @@ from typing import Any
 
 from sizer.points import USABLE_STATUSES
 from sizer.shapes import InstanceShape, PlannedPoint
+from sizer.store import Store
 from sizer.sweep.data import Dataset
 from sizer.sweep.defaults import REPEAT_BUDGET_S, REPEATS
 from sizer.sweep.measure import measure_point
@@ -75,7 +76,7 @@ def _loaded_calibration(plan: SweepPlan, datasets: dict[str, Dataset], alone: In
             "loaded_spread": run.result.spread}
 
 
-def calibration_of_host(store: Any, host_id: int, plan: SweepPlan) -> dict[str, Any] | None:
+def calibration_of_host(store: Store, host_id: int, plan: SweepPlan) -> dict[str, Any] | None:
     """The newest usable calibration that another sweep of this very host stored, covering this
     plan's largest vCPU count with its loaded figure: the CPUs have not changed, measuring again
     costs half a minute per sweep."""

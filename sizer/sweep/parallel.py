@@ -32,6 +32,7 @@ from sizer.limits import block_device_for
 from sizer.points import USABLE_STATUSES
 from sizer.runner import PointRun
 from sizer.shapes import PlannedPoint
+from sizer.store import Store
 from sizer.sweep.data import Dataset, dataset_bytes_estimate, dataset_dir, prepare_datasets
 from sizer.sweep.outputs import about_minutes
 from sizer.sweep.placement import Place, Slot, check_slots_fit, plan_slots, read_topology
@@ -440,7 +441,7 @@ class ParallelRunner:
                                  self.sweep.completed)
 
 
-def parallel_summary(setup: ParallelSetup, store: Any, sweep_id: int) -> dict[str, Any]:
+def parallel_summary(setup: ParallelSetup, store: Store, sweep_id: int) -> dict[str, Any]:
     """What the sweep hands back of its slots, and the interference check over its stored points."""
     return {**setup.outline(), "measured": parallel_context(store.points(sweep_id))}
 

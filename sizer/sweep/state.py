@@ -52,7 +52,7 @@ def host_info(plan: SweepPlan) -> dict[str, Any]:
     return info
 
 
-def check_same_host(store: Any, sweep_id: int, host_id: int, host: dict[str, Any], path: Path) -> None:
+def check_same_host(store: Store, sweep_id: int, host_id: int, host: dict[str, Any], path: Path) -> None:
     """A sweep is one host's: points of two machines (even of one kind: their per-vCPU calibrations
     differed by up to 50% on one cloud's GPU hosts) do not belong in one fit."""
     found = store.sweep_host(sweep_id)

@@ -17,6 +17,7 @@ from typing import Any
 from sizer.points import USABLE_STATUSES
 from sizer.runner import PointRun
 from sizer.shapes import InstanceShape, PlannedPoint
+from sizer.store import Store
 from sizer.sweep import defaults
 from sizer.sweep.measure import measure_point
 from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepPlan
@@ -60,7 +61,7 @@ class HostSpeed:
     """When one run of a sweep measures the host's speed, and each entry stored at once in the
     sweep's calibration record. `started` is the sweep's start (time.time(), as the store keeps it)."""
 
-    def __init__(self, plan: SweepPlan, store: Any, sweep_id: int, started: float):
+    def __init__(self, plan: SweepPlan, store: Store, sweep_id: int, started: float):
         self.plan, self.store, self.sweep_id, self.started = plan, store, sweep_id, started
         self.calibration: dict[str, Any] = {}
         self.last: float | None = None  # time.monotonic() of this run's last entry
