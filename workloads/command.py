@@ -28,7 +28,20 @@ from typing import Any, Callable, cast
 
 from workloads.measure import Meter, _cgroup_dirs, bottleneck_label
 from workloads.progress_stream import BadReport, MetricRegex, OutputTap, ProgressFile, Report, StepFeed, regex_problem
-from workloads.protocol import ERROR, PROFILES, TIMEOUT, UNIT_PATTERN, Result, Spec, Workload, register, registry
+from workloads.protocol import (
+    AT_LEAST_ONE,
+    ERROR,
+    NOT_NEGATIVE,
+    PROFILES,
+    TIMEOUT,
+    UNIT_PATTERN,
+    Range,
+    Result,
+    Spec,
+    Workload,
+    register,
+    registry,
+)
 
 HELPER_DIR = Path(__file__).resolve().parent / "helper"
 PROGRESS_ENV = "SIZER_PROGRESS"
@@ -152,6 +165,8 @@ class CommandWorkload(Workload):
     stresses = "what the command does"
     defaults = {profile: dict(SETTINGS) for profile in PROFILES}
     setting_types = {"warmup_s": (int, float, type(None)), "round_steps": (int, type(None))}
+    ranges = {"warmup_s": NOT_NEGATIVE, "round_steps": AT_LEAST_ONE,
+              "start_timeout_s": Range(0, MAX_START_TIMEOUT_S, low_open=True)}
     multi_gpu = "own"  # the command gets the shape's GPUs ({gpus}, SIZER_GPUS) and runs them itself
 
     @classmethod
