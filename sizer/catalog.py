@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, overload
 
 from sizer.errors import SizerError
+from sizer.textfiles import read_text
 
 COLUMNS = (
     "cloud",
@@ -347,10 +348,7 @@ def load_catalog(user_files: list[Path] | tuple = (), builtin: bool = True, clou
             rows[row.key] = row
     for path in user_files or ():
         path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise SizerError(f"cannot read catalog {path}: {exc.strerror}") from None
+        text = read_text(path, "catalog")
         for row in parse_catalog(text, str(path), known_disks, base=rows):
             rows[row.key] = row
     out = list(rows.values())

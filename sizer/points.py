@@ -12,12 +12,14 @@ import dataclasses
 import io
 import math
 import statistics
+import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from sizer.errors import SizerError
+from sizer.textfiles import open_text
 from workloads.protocol import STATUSES, SYNTHETIC_INPUT, UNIT_PATTERN
 
 REQUIRED_COLUMNS = ("workload", "vcpus", "ram_gib", "disk_class", "throughput", "unit", "status")
@@ -181,34 +183,56 @@ def _unit(text: str, where: str) -> str:
                      f"({', '.join(THROUGHPUT_UNITS)}, or another WHAT/s)")
 
 
-def read_points_csv(path: str | Path, disk_classes: Iterable[str] | None = None) -> list[Point]:
+def read_points_csv(path: str | Path, disk_classes: Iterable[str] | None = None,
+                    warn: Callable[[str], None] | None = None) -> list[Point]:
     """Parse a points.csv; a malformed file is refused with one line naming the file, the row and
-    the column. `disk_classes`: the names in force (default: the built-in table)."""
+    the column, a file that is no UTF-8 text with one line naming the file. The file is read a row at
+    a time and a row repeated verbatim is kept once (`warn` says how many were merged; default: a
+    line on stderr), so a file of a million repeated rows takes the memory of one.
+    `disk_classes`: the names in force (default: the built-in table)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SizerError(f"cannot read points file {path}: {exc.strerror}") from None
-    return parse_points_csv(text, str(path), disk_classes)
+    with open_text(path, "points file") as fh:
+        return _points_of(fh, str(path), disk_classes, warn)
 
 
-def parse_points_csv(text: str, name: str = "points.csv", disk_classes: Iterable[str] | None = None) -> list[Point]:
+def parse_points_csv(text: str, name: str = "points.csv", disk_classes: Iterable[str] | None = None,
+                     warn: Callable[[str], None] | None = None) -> list[Point]:
     """Points from a points.csv's text. Each row's disk class must be one of `disk_classes` (default:
     the built-in table), its status one sizer writes and its unit one of THROUGHPUT_UNITS."""
+    return _points_of(io.StringIO(text), name, disk_classes, warn)
+
+
+def _warn_on_stderr(line: str) -> None:
+    print(f"sizer: warning: {line}", file=sys.stderr)
+
+
+def _points_of(lines: Iterable[str], name: str, disk_classes: Iterable[str] | None,
+               warn: Callable[[str], None] | None) -> list[Point]:
+    """The points of a points.csv's lines, each distinct row once (rows are compared as written)."""
     if disk_classes is None:
         from sizer.diskclasses import load_disk_classes
 
         disk_classes = load_disk_classes()
     known_disks = sorted(disk_classes)
-    reader = csv.DictReader(io.StringIO(text))
+    reader = csv.DictReader(lines)
     header = reader.fieldnames or []
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise SizerError(f"{name}: missing column(s) {', '.join(missing)} (needs {','.join(REQUIRED_COLUMNS)})")
-    # Row 1 is the header.
-    points = [_row_point(raw, f"{name}: row {i}", known_disks) for i, raw in enumerate(reader, start=2)]
+    points: list[Point] = []
+    seen: set[tuple[Any, ...]] = set()
+    repeated = 0
+    for i, raw in enumerate(reader, start=2):  # row 1 is the header
+        cells = tuple(raw.get(c) for c in header) + tuple(raw.get(None) or ())  # type: ignore[call-overload]
+        if cells in seen:
+            repeated += 1
+            continue
+        seen.add(cells)
+        points.append(_row_point(raw, f"{name}: row {i}", known_disks))
     if not points:
         raise SizerError(f"{name}: no points")
+    if repeated:
+        (warn or _warn_on_stderr)(f"{name}: {repeated} repeated row(s) merged: each distinct row counts once")
     return points
 
 

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 from sizer.errors import SizerError
 from sizer.points import Point
+from sizer.textfiles import read_text
 from sizer.variants import SYNTHETIC_INPUT, Variant
 
 BASELINE_SCHEMA_VERSION = 1
@@ -286,10 +287,7 @@ def parse_baseline(data: Any, name: str = "baseline") -> Baseline:
 
 def load_baseline(path: str | Path) -> Baseline:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SizerError(f"cannot read baseline {path}: {exc.strerror}") from None
+    text = read_text(path, "baseline")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -11,6 +11,7 @@ from rich.table import Table
 from sizer.commands.options import catalog_flag, cloud_flag, gpu_flag, json_flag, out_flag
 from sizer.console import console, emit, err_console, print_table
 from sizer.errors import SizerError
+from sizer.textfiles import read_text
 
 
 def _render_list(data: dict[str, Any]) -> None:
@@ -96,10 +97,7 @@ def import_skypilot(
     from sizer.catalog import import_skypilot as convert
     from sizer.catalog import write_catalog
 
-    try:
-        text = vms_csv.read_text()
-    except OSError as exc:
-        raise SizerError(f"cannot read {vms_csv}: {exc.strerror}") from None
+    text = read_text(vms_csv, "SkyPilot catalog")
     if price_date is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", price_date):
         raise SizerError(f"--price-date must be YYYY-MM-DD, got {price_date!r}")
     date = price_date or dt.date.fromtimestamp(vms_csv.stat().st_mtime).isoformat()
