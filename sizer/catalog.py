@@ -313,10 +313,23 @@ def parse_catalog(text: str, name: str, known_disks: Iterable[str] | None = None
                 local_nvme_gib=float(nvme),
                 disk_classes=disks,
                 price_source=_cell(raw, "price_source") or (f"user catalog {name}" if base is not None else ""),
-                price_date=_cell(raw, "price_date"),
+                price_date=_price_date(_cell(raw, "price_date"), where),
             )
         )
     return rows
+
+
+def _price_date(text: str, where: str) -> str:
+    """A row's price date: empty (unknown) or a real calendar date written YYYY-MM-DD."""
+    if not text:
+        return text
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            _dt.date.fromisoformat(text)
+            return text
+    except ValueError:
+        pass
+    raise SizerError(f"{where}, column 'price_date': {text!r} is not a calendar date (YYYY-MM-DD)")
 
 
 def builtin_rows(clouds: Iterable[str] | None = None) -> list[InstanceType]:
