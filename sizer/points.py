@@ -223,7 +223,7 @@ def _points_of(lines: Iterable[str], name: str, disk_classes: Iterable[str] | No
     seen: set[tuple[Any, ...]] = set()
     repeated = 0
     for i, raw in enumerate(reader, start=2):  # row 1 is the header
-        cells = tuple(raw.get(c) for c in header) + tuple(raw.get(None) or ())  # type: ignore[call-overload]
+        cells = tuple(raw.get(c) for c in header) + tuple(raw.get(None) or ())
         if cells in seen:
             repeated += 1
             continue

@@ -22,7 +22,7 @@ from sizer.commands.options import (
     json_flag,
 )
 from sizer.confidence import DEFAULT_CONFIDENCE, check_confidence
-from sizer.console import console, emit, print_table
+from sizer.console import console, emit, print_table, styled
 from sizer.errors import NothingSized
 from sizer.report import build_context, format_money, format_number, load_inputs, write_context
 from sizer.report.context import nothing_sized
@@ -48,10 +48,10 @@ def _render(data: dict[str, Any]) -> None:
                 format_money(chosen["price_per_gpu_hour"]),
             )
         else:
-            table.add_row(wl["workload"], f"[yellow]none: {wl['no_recommendation']}[/yellow]", "", "", "")
+            table.add_row(wl["workload"], styled((f"none: {wl['no_recommendation']}", "yellow")), "", "", "")
     print_table(table)
     if context["target"]["illustrative"]:
-        console.print(f"[yellow]{context['profile']['note']}[/yellow]")
+        console.print(styled((context["profile"]["note"], "yellow")))
     for path in data["files"].values():
         console.print(f"wrote {path}", soft_wrap=True, highlight=False)
 

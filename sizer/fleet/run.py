@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sizer import __version__
+from sizer.console import styled
 from sizer.errors import SizerError
 from sizer.fleet import cluster
 from sizer.fleet.node import NodeOutcome, NodePlan
@@ -243,7 +244,7 @@ class _FleetRun:
         result = self.record.record_lost(target, point, reason, host or self.plans[target].host)
         row = {**point_summary(point, result, 0.0), "target": target, "lost": True}
         self._count(row, f"{target}: {point.label()}", None)
-        self.bar.note(f"[red]{target}: {point.label()} lost[/] ({reason})")
+        self.bar.note(styled((f"{target}: {point.label()} lost", "red"), f" ({reason})"))
 
     def _count(self, row: dict[str, Any], label: str, seconds: float | None) -> None:
         self.completed += 1

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from sizer.console import styled
 from sizer.errors import SizerError
 from sizer.limits import cleanup_leftovers
 from sizer.lock import HostLock
@@ -300,7 +301,7 @@ class _SweepRun:
         if self.on_point is not None:
             self.on_point(row)
         if run.result.status not in USABLE_STATUSES and self.bar.live:  # a plain line says it already
-            self.bar.note(f"[yellow]{label}: {run.result.status}[/] {row['error']}")
+            self.bar.note(styled((f"{label}: {run.result.status}", "yellow"), f" {row['error']}"))
         return row
 
     def measure_steadily(self, point: PlannedPoint, t0: float, place: Place | None = None) -> PointRun:
