@@ -269,7 +269,7 @@ def _row_point(raw: dict[str, Any], where: str, known_disks: list[str]) -> Point
 
 def write_points_csv(points: Iterable[Point], path: str | Path) -> None:
     columns = list(REQUIRED_COLUMNS) + list(OPTIONAL_COLUMNS)
-    with open(path, "w", newline="") as fh:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         for p in points:

@@ -24,6 +24,7 @@ from sizer.commands.options import (
 from sizer.confidence import DEFAULT_CONFIDENCE, check_confidence
 from sizer.console import console, emit, print_table, styled
 from sizer.errors import NothingSized
+from sizer.preflight import check_out_folder
 from sizer.report import build_context, format_money, format_number, load_inputs, write_context
 from sizer.report.context import nothing_sized
 
@@ -90,8 +91,10 @@ def report(
     from sizer.diskclasses import load_disk_classes
 
     check_confidence(confidence, "--confidence")
+    check_out_folder(out)
     table = load_disk_classes(disk_classes)
     inputs = load_inputs(store, input_file, table)
+    check_out_folder(out, len(inputs["points"]))
     command = _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost,
                             disk_classes, confidence)
     context = build_context(

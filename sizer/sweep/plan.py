@@ -17,6 +17,7 @@ from sizer.confidence import DEFAULT_CONFIDENCE
 from sizer.diskclasses import DiskClass, get_disk_class, load_disk_classes
 from sizer.errors import SizerError
 from sizer.limits import LimitBackend, block_device_for, detect_backend
+from sizer.preflight import check_out_folder, check_store_file
 from sizer.probe import hypervisor
 from sizer.runner import interpreter_for
 from sizer.shapes import (
@@ -431,13 +432,18 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     notes.extend(gpu_notes)
     on_spread = None if chosen.on_spread is None else (points_of(chosen.on_spread[0]), *chosen.on_spread)
     _check_repeat_spread(opts)
+    store = Path(opts.store) if opts.store else (Path(opts.out_dir or DEFAULT_OUT) / STORE_NAME)
+    if opts.out_dir is not None:  # a sweep's outputs (`sizer run` writes none): before the lock and the probe
+        most = len(on_spread[0]) if on_spread else len(points)
+        check_out_folder(Path(opts.out_dir), most)
+        check_store_file(store, most)
     config = _plan_identity(opts, entries, vcpus, ram_gib, disks, profile, disk_table, budget, data_dir, chosen)
     config.update(_command_jobs(classes, profile))
     return SweepPlan(
         points=points,
         profile=profile,
         data_dir=data_dir,
-        store=Path(opts.store) if opts.store else (Path(opts.out_dir or DEFAULT_OUT) / STORE_NAME),
+        store=store,
         out_dir=Path(opts.out_dir) if opts.out_dir else None,
         disk_table=disk_table,
         classes=classes,
