@@ -125,8 +125,8 @@ def run(
     gpus: Annotated[int, typer.Option(
         "--gpus", min=1,
         help="GPUs of the instance: training runs data-parallel (one process per GPU), inference and "
-             "preprocessing one stream per GPU, all in the shape's vCPUs, RAM and disk. On the cpu-small "
-             "profile each GPU is a CPU process (a test mode).")] = 1,
+             "preprocessing one stream per GPU, all in the shape's vCPUs, RAM and disk. Not more than the host "
+             "has; with --profile cpu-small each GPU is a CPU process (a test mode).")] = 1,
     command: CommandLine = None,
     name: Annotated[Optional[str], typer.Option(
         "--name", help="The command job's name in the output and the store (default: command).")] = None,
@@ -325,7 +325,7 @@ GpuCounts = Annotated[Optional[str], typer.Option(
     "--gpus",
     help="GPU counts of the shapes, e.g. 1,2,4 (default 1): training runs data-parallel, inference and "
          "preprocessing one stream per GPU, each shape's vCPUs, RAM and disk shared by its GPUs. Not more than "
-         "the host has; on the cpu-small profile each GPU is a CPU process (a test mode).")]
+         "the host has; with --profile cpu-small each GPU is a CPU process (a test mode).")]
 VcpusPerGpu = Annotated[Optional[str], typer.Option(
     "--vcpus-per-gpu",
     help="vCPU levels per GPU instead of --vcpus, e.g. 8,16: a shape of N GPUs gets N times each level "
