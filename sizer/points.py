@@ -237,7 +237,7 @@ def _points_of(lines: Iterable[str], name: str, disk_classes: Iterable[str] | No
 
 
 def _row_point(raw: dict[str, Any], where: str, known_disks: list[str]) -> Point:
-    if raw.get("workload") in (None, ""):
+    if not (raw.get("workload") or "").strip():
         raise SizerError(f"{where}, column 'workload': empty")
     vcpus = int(_number(raw["vcpus"], where, "vcpus", integer=True))
     if vcpus < 1:

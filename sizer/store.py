@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -432,7 +433,7 @@ def point_from_result(row: Any, result: Result) -> Point:
         unit=row["unit"],
         status=current_status(row["status"], float(row["spread"]), result),
         profile=row["profile"],
-        spread=float(row["spread"]),
+        spread=_finite_or_zero(row["spread"]),
         bottleneck=row["bottleneck"],
         gpu_model=str(counters.get("gpu_name", "")),
         gpu_util_pct=counters.get("gpu_util_pct"),
@@ -446,6 +447,13 @@ def point_from_result(row: Any, result: Result) -> Point:
         method=result.method,
         gpus=stored_gpus(extra),
     )
+
+
+def _finite_or_zero(value: Any) -> float:
+    """A stored spread as a point carries it: an infinite one (a window that counted nothing, stored
+    by an older sizer) says nothing, and 0 is what a failed point carries."""
+    number = float(value)
+    return number if math.isfinite(number) else 0.0
 
 
 def stored_gpus(extra: dict[str, Any]) -> int:
