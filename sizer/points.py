@@ -214,21 +214,24 @@ def _points_of(lines: Iterable[str], name: str, disk_classes: Iterable[str] | No
 
         disk_classes = load_disk_classes()
     known_disks = sorted(disk_classes)
-    reader = csv.DictReader(lines)
-    header = reader.fieldnames or []
+    reader = csv.reader(lines)
+    header = next(reader, [])
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise SizerError(f"{name}: missing column(s) {', '.join(missing)} (needs {','.join(REQUIRED_COLUMNS)})")
     points: list[Point] = []
-    seen: set[tuple[Any, ...]] = set()
+    seen: set[tuple[str, ...]] = set()
     repeated = 0
-    for i, raw in enumerate(reader, start=2):  # row 1 is the header
-        cells = tuple(raw.get(c) for c in header) + tuple(raw.get(None) or ())
-        if cells in seen:
+    rows = (row for row in reader if row)  # a blank line is no row
+    for i, row in enumerate(rows, start=2):  # row 1 is the header
+        cells = tuple(row)
+        if cells in seen:  # only a new row is parsed, and only new rows are kept
             repeated += 1
             continue
         seen.add(cells)
-        points.append(_row_point(raw, f"{name}: row {i}", known_disks))
+        if len(row) < len(header):
+            raise SizerError(f"{name}: row {i}: {len(row)} cell(s), fewer than the header's {len(header)} columns")
+        points.append(_row_point(dict(zip(header, row)), f"{name}: row {i}", known_disks))
     if not points:
         raise SizerError(f"{name}: no points")
     if repeated:

@@ -20,7 +20,7 @@ from sizer.units import format_bytes
 # What the outputs take at most, with room to spare: a report of a few hundred points measured
 # 0.6 MB (report.html), 0.3 MB (results.json) and 2.5 MB (the store); a point's raw steps are a
 # few kB. The check wants this much free before it starts.
-BASE_BYTES = 16 * 2**20
+BASE_BYTES = 8 * 2**20
 PER_POINT_BYTES = 256 * 2**10
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
