@@ -23,6 +23,7 @@ from sizer.fleet import cluster
 from sizer.fleet.node import NodeOutcome, NodePlan
 from sizer.fleet.options import FleetOptions
 from sizer.fleet.record import FleetRecord, target_identity
+from sizer.preflight import check_out_folder, check_store_file
 from sizer.shapes import PlannedPoint
 from sizer.sweep.outputs import count_statuses, point_summary, stored_point_summary, write_sweep_outputs
 from sizer.sweep.plan import DEFAULT_OUT, STORE_NAME, SweepOptions, check_target_gpu
@@ -56,12 +57,16 @@ def _check_options(opts: SweepOptions) -> None:
 
 
 def _check_report_inputs(opts: SweepOptions) -> dict[str, Any]:
-    """What the driver's report reads, checked before any work: its disk-class file (its table is
-    returned), its catalogs and a --gpu one of their rows has (a node never reads them)."""
+    """What the driver's report reads and where it writes, checked before any work: its disk-class
+    file (its table is returned), its catalogs and a --gpu one of their rows has (a node never reads
+    them), the --out folder and the store."""
     from sizer.diskclasses import load_disk_classes
 
     disk_table = load_disk_classes(opts.disk_classes_file)
     check_target_gpu(opts)
+    if opts.out_dir is not None:  # where the driver writes, checked before the cluster is asked anything
+        check_out_folder(Path(opts.out_dir))
+    check_store_file(store_path(opts))
     return disk_table
 
 
