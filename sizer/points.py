@@ -41,6 +41,10 @@ OPTIONAL_COLUMNS = (
     "gpus",  # the instance's GPUs, one process each (empty: 1); the figure is the whole instance's
 )
 USABLE_STATUSES = ("ok", "noisy")
+# The most vCPUs a point may have: above the largest cloud instances (a few hundred vCPUs), and the
+# report's curves and ranges walk every count up to the largest (a point of a million vCPUs took
+# minutes to report).
+MAX_VCPUS = 4096
 
 
 @dataclass
@@ -243,8 +247,8 @@ def _row_point(raw: dict[str, Any], where: str, known_disks: list[str]) -> Point
     if not (raw.get("workload") or "").strip():
         raise SizerError(f"{where}, column 'workload': empty")
     vcpus = int(_number(raw["vcpus"], where, "vcpus", integer=True))
-    if vcpus < 1:
-        raise SizerError(f"{where}, column 'vcpus': must be >= 1")
+    if not 1 <= vcpus <= MAX_VCPUS:
+        raise SizerError(f"{where}, column 'vcpus': must be from 1 to {MAX_VCPUS}, got {vcpus}")
     kwargs: dict[str, Any] = {
         "workload": raw["workload"],
         "vcpus": vcpus,

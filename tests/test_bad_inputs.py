@@ -65,10 +65,11 @@ def files(tmp_path, monkeypatch) -> Iterator[dict[str, str]]:
     made = {name: tmp_path / name for name in (
         "points.csv", "latin1.csv", "baseline.json", "latin1.json", "latin1-catalog.csv", "latin1-disks.csv",
         "no-date.csv", "bad-day.csv", "afile", "text.sqlite", "newer.sqlite", "other.sqlite", "a-folder",
-        "sizer.sqlite", "data", "short.csv")}
+        "sizer.sqlite", "data", "short.csv", "huge.csv")}
     made["points.csv"].write_text(POINTS)
     made["latin1.csv"].write_bytes((HEADER + "résumé,1,4,local-nvme,10,images/s,ok\n").encode("latin-1"))
     made["short.csv"].write_text(HEADER + "alpha,1,4,local-nvme,10,images/s,ok\nalpha,2\n")
+    made["huge.csv"].write_text(HEADER + "alpha,1000000,4,local-nvme,10,images/s,ok\n")
     made["baseline.json"].write_text(json.dumps(BASELINE))
     made["latin1.json"].write_bytes(json.dumps({**BASELINE, "suite": "é"}, ensure_ascii=False).encode("latin-1"))
     made["latin1-catalog.csv"].write_bytes((CATALOG + "lab,café-1,16,128,H100,1,80,1.0,here,2024-01-01\n").encode("latin-1"))
@@ -142,6 +143,8 @@ REFUSALS = [
     ("sweep, catalog not UTF-8", sweep("--catalog", "{latin1_catalog_csv}"), "catalog {latin1_catalog_csv} is not UTF-8"),
     ("fit, a points row cut short", ["fit", "--input", "{short_csv}"],
      "{short_csv}: row 3: 2 cell(s), fewer than the header's 7 columns"),
+    ("report, a points row of a million vCPUs", ["report", "--input", "{huge_csv}", "--out", "{out}"],
+     "{huge_csv}: row 2, column 'vcpus': must be from 1 to 4096, got 1000000"),
     ("fit, disk classes not UTF-8", ["fit", "--input", "{points_csv}", "--disk-classes", "{latin1_disks_csv}"],
      "disk-class file {latin1_disks_csv} is not UTF-8 text"),
     ("sweep, disk classes not UTF-8", sweep("--disk-classes", "{latin1_disks_csv}"),
