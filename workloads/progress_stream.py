@@ -5,6 +5,8 @@
 - `--metric-regex`: a pattern matched against each line of the job's stdout and stderr, split on
   '\\r' too for progress bars (`MetricRegex`, fed by `OutputTap`); its named group `rate` is a rate
   in the job's unit, `count` a cumulative count of samples, and a first unnamed group a rate.
+  `OutputTap` keeps a bounded copy of each stream (`RotatingCopy`) and bounded lines; the regex
+  gets a time bound per line.
 
 `StepFeed` makes the (seconds, samples) steps the meter takes from either. Standard library only.
 """
