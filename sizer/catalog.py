@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, overload
 
 from sizer.errors import SizerError
+from sizer.textfiles import read_text
 
 COLUMNS = (
     "cloud",
@@ -312,10 +313,23 @@ def parse_catalog(text: str, name: str, known_disks: Iterable[str] | None = None
                 local_nvme_gib=float(nvme),
                 disk_classes=disks,
                 price_source=_cell(raw, "price_source") or (f"user catalog {name}" if base is not None else ""),
-                price_date=_cell(raw, "price_date"),
+                price_date=_price_date(_cell(raw, "price_date"), where),
             )
         )
     return rows
+
+
+def _price_date(text: str, where: str) -> str:
+    """A row's price date: empty (unknown) or a real calendar date written YYYY-MM-DD."""
+    if not text:
+        return text
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            _dt.date.fromisoformat(text)
+            return text
+    except ValueError:
+        pass
+    raise SizerError(f"{where}, column 'price_date': {text!r} is not a calendar date (YYYY-MM-DD)")
 
 
 def builtin_rows(clouds: Iterable[str] | None = None) -> list[InstanceType]:
@@ -347,10 +361,7 @@ def load_catalog(user_files: list[Path] | tuple = (), builtin: bool = True, clou
             rows[row.key] = row
     for path in user_files or ():
         path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise SizerError(f"cannot read catalog {path}: {exc.strerror}") from None
+        text = read_text(path, "catalog")
         for row in parse_catalog(text, str(path), known_disks, base=rows):
             rows[row.key] = row
     out = list(rows.values())

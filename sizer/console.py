@@ -1,4 +1,9 @@
-"""Output helpers shared by every command: rich for people, JSON for machines."""
+"""Output helpers shared by every command: rich for people, JSON for machines.
+
+The consoles read no markup: a string printed through them appears as written, so a workload, an
+instance, a command line or an error that holds `[/]` or `[bold red]` can neither break a table nor
+style it. Styles are given as rich Text (`styled`, `Text(text, style=...)`).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,16 @@ from typing import Any, Callable, Sequence
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Column, Table
+from rich.text import Text
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(markup=False)
+err_console = Console(stderr=True, markup=False)
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """Text of plain parts and (text, style) parts, e.g. styled(("none", "yellow"), ": ", reason):
+    each part appears as written, whatever brackets it holds."""
+    return Text.assemble(*parts)
 
 
 def _default(obj: Any) -> Any:

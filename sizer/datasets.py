@@ -43,7 +43,7 @@ def _progress_bar(enabled: bool, description: str, total: int) -> Iterator[Any]:
         yield lambda done, _total=None: None
         return
     columns = (
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),

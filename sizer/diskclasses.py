@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal, overload
 
 from sizer.errors import SizerError
+from sizer.textfiles import read_text
 
 CANONICAL = ("local-nvme", "ssd", "standard")
 COLUMNS = ("name", "read_mbps", "read_iops", "write_mbps", "write_iops", "description")
@@ -90,10 +91,7 @@ def load_disk_classes(user_file: str | Path | None = None) -> dict[str, DiskClas
     table = parse_disk_classes(text, "built-in disk_classes.csv")
     if user_file:
         path = Path(user_file)
-        try:
-            user_text = path.read_text()
-        except OSError as exc:
-            raise SizerError(f"cannot read disk-class file {path}: {exc.strerror}") from None
+        user_text = read_text(path, "disk-class file")
         table.update(parse_disk_classes(user_text, str(path)))
     return table
 

@@ -20,7 +20,7 @@ from sizer.points import Point
 from sizer.variants import SYNTHETIC_INPUT
 from workloads import stats
 from workloads.loop import DRAIN_MAX_S
-from workloads.protocol import METHOD_VERSION, NOISY, OK, Result
+from workloads.protocol import ERROR, METHOD_VERSION, NOISY, OK, Result
 
 USABLE = (OK, NOISY)
 # The fewest measured steps a window holds, and the sub-windows its spread is judged over
@@ -98,7 +98,10 @@ def _status(result: Result, spread: float, settings: SweepSettings) -> str:
 def current_status(status: str, spread: float, result: Result) -> str:
     """A stored point's status under this sizer's noisy rule (`stats.is_noisy`), judged from its
     stored spread, so a store measured under an older threshold reads by this one. A point without
-    a figure keeps its status."""
+    a figure keeps its status; one stored as measured with a rate of 0 is an error (it measured
+    nothing)."""
+    if status in USABLE and not result.throughput > 0:
+        return ERROR
     return _status(result, spread, SweepSettings()) if status in USABLE else status
 
 

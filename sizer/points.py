@@ -12,13 +12,15 @@ import dataclasses
 import io
 import math
 import statistics
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
+from sizer.textfiles import open_text
 from workloads.protocol import STATUSES, SYNTHETIC_INPUT, UNIT_PATTERN
 
 REQUIRED_COLUMNS = ("workload", "vcpus", "ram_gib", "disk_class", "throughput", "unit", "status")
@@ -40,6 +42,10 @@ OPTIONAL_COLUMNS = (
     "gpus",  # the instance's GPUs, one process each (empty: 1); the figure is the whole instance's
 )
 USABLE_STATUSES = ("ok", "noisy")
+# The most vCPUs a point may have: above the largest cloud instances (a few hundred vCPUs), and the
+# report's curves and ranges walk every count up to the largest (a point of a million vCPUs took
+# minutes to report).
+MAX_VCPUS = 4096
 
 
 @dataclass(frozen=True)
@@ -209,41 +215,66 @@ def _unit(text: str, where: str) -> str:
                      f"({', '.join(THROUGHPUT_UNITS)}, or another WHAT/s)")
 
 
-def read_points_csv(path: str | Path, disk_classes: Iterable[str] | None = None) -> list[Point]:
+def read_points_csv(path: str | Path, disk_classes: Iterable[str] | None = None,
+                    warn: Callable[[str], None] | None = None) -> list[Point]:
     """Parse a points.csv; a malformed file is refused with one line naming the file, the row and
-    the column. `disk_classes`: the names in force (default: the built-in table)."""
+    the column, a file that is no UTF-8 text with one line naming the file. The file is read a row at
+    a time and a row repeated verbatim is kept once (`warn` says how many were merged; default: a
+    line on stderr), so a file of a million repeated rows takes the memory of one.
+    `disk_classes`: the names in force (default: the built-in table)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SizerError(f"cannot read points file {path}: {exc.strerror}") from None
-    return parse_points_csv(text, str(path), disk_classes)
+    with open_text(path, "points file") as fh:
+        return _points_of(fh, str(path), disk_classes, warn)
 
 
-def parse_points_csv(text: str, name: str = "points.csv", disk_classes: Iterable[str] | None = None) -> list[Point]:
+def parse_points_csv(text: str, name: str = "points.csv", disk_classes: Iterable[str] | None = None,
+                     warn: Callable[[str], None] | None = None) -> list[Point]:
     """Points from a points.csv's text. Each row's disk class must be one of `disk_classes` (default:
     the built-in table), its status one sizer writes and its unit one of THROUGHPUT_UNITS."""
+    return _points_of(io.StringIO(text), name, disk_classes, warn)
+
+
+def _warn_on_stderr(line: str) -> None:
+    print(f"sizer: warning: {line}", file=sys.stderr)
+
+
+def _points_of(lines: Iterable[str], name: str, disk_classes: Iterable[str] | None,
+               warn: Callable[[str], None] | None) -> list[Point]:
+    """The points of a points.csv's lines, each distinct row once (rows are compared as written)."""
     if disk_classes is None:
         disk_classes = load_disk_classes()
     known_disks = sorted(disk_classes)
-    reader = csv.DictReader(io.StringIO(text))
-    header = reader.fieldnames or []
+    reader = csv.reader(lines)
+    header = next(reader, [])
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise SizerError(f"{name}: missing column(s) {', '.join(missing)} (needs {','.join(REQUIRED_COLUMNS)})")
-    # Row 1 is the header.
-    points = [_row_point(raw, f"{name}: row {i}", known_disks) for i, raw in enumerate(reader, start=2)]
+    points: list[Point] = []
+    seen: set[tuple[str, ...]] = set()
+    repeated = 0
+    rows = (row for row in reader if row)  # a blank line is no row
+    for i, row in enumerate(rows, start=2):  # row 1 is the header
+        cells = tuple(row)
+        if cells in seen:  # only a new row is parsed, and only new rows are kept
+            repeated += 1
+            continue
+        seen.add(cells)
+        if len(row) < len(header):
+            raise SizerError(f"{name}: row {i}: {len(row)} cell(s), fewer than the header's {len(header)} columns")
+        points.append(_row_point(dict(zip(header, row)), f"{name}: row {i}", known_disks))
     if not points:
         raise SizerError(f"{name}: no points")
+    if repeated:
+        (warn or _warn_on_stderr)(f"{name}: {repeated} repeated row(s) merged: each distinct row counts once")
     return points
 
 
 def _row_point(raw: dict[str, Any], where: str, known_disks: list[str]) -> Point:
-    if raw.get("workload") in (None, ""):
+    if not (raw.get("workload") or "").strip():
         raise SizerError(f"{where}, column 'workload': empty")
     vcpus = int(_number(raw["vcpus"], where, "vcpus", integer=True))
-    if vcpus < 1:
-        raise SizerError(f"{where}, column 'vcpus': must be >= 1")
+    if not 1 <= vcpus <= MAX_VCPUS:
+        raise SizerError(f"{where}, column 'vcpus': must be from 1 to {MAX_VCPUS}, got {vcpus}")
     kwargs: dict[str, Any] = {
         "workload": raw["workload"],
         "vcpus": vcpus,
@@ -271,7 +302,7 @@ def _row_point(raw: dict[str, Any], where: str, known_disks: list[str]) -> Point
 
 def write_points_csv(points: Iterable[Point], path: str | Path) -> None:
     columns = list(REQUIRED_COLUMNS) + list(OPTIONAL_COLUMNS)
-    with open(path, "w", newline="") as fh:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         for p in points:

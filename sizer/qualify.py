@@ -38,6 +38,7 @@ from sizer.errors import SizerError
 from sizer.model import WorkloadFit, fit_points
 from sizer.points import Point
 from sizer.store import sweep_calibration_ips
+from sizer.textfiles import read_text
 from sizer.variants import SYNTHETIC_INPUT, Variant
 
 BASELINE_SCHEMA_VERSION = 1
@@ -289,10 +290,7 @@ def parse_baseline(data: Any, name: str = "baseline") -> Baseline:
 
 def load_baseline(path: str | Path) -> Baseline:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SizerError(f"cannot read baseline {path}: {exc.strerror}") from None
+    text = read_text(path, "baseline")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

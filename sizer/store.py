@@ -14,6 +14,7 @@ import hashlib
 import json
 import sqlite3
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -112,6 +113,20 @@ class Store:
                     raise
                 time.sleep(0.05)
 
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """One transaction. A disk that is full or read-only ends it in one line; what earlier
+        transactions committed (every point stored so far) stays."""
+        try:
+            with self.conn:
+                yield self.conn
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if not any(word in text for word in ("full", "readonly", "read-only", "disk I/O")):
+                raise
+            raise SizerError(f"cannot write the store {self.path}: {text}; the points stored before are kept "
+                             "(free the disk, then the same command with --resume goes on)") from None
+
     # ------------------------------------------------------------------ schema
     def schema_version(self) -> int:
         has_meta = self.conn.execute(
@@ -177,7 +192,7 @@ class Store:
     # ------------------------------------------------------------------ hosts and sweeps
     def upsert_host(self, info: dict[str, Any]) -> int:
         fingerprint = host_fingerprint(info)
-        with self.conn:
+        with self._writing():
             row = self.conn.execute("SELECT id FROM hosts WHERE fingerprint=?", (fingerprint,)).fetchone()
             if row:
                 self.conn.execute("UPDATE hosts SET info=? WHERE id=?", (json.dumps(info), row[0]))
@@ -189,7 +204,7 @@ class Store:
             return _inserted_id(cur)
 
     def start_sweep(self, host_id: int, command: str, config: dict[str, Any]) -> int:
-        with self.conn:
+        with self._writing():
             cur = self.conn.execute(
                 "INSERT INTO sweeps(host_id, plan_hash, command, config, started) VALUES(?,?,?,?,?)",
                 (host_id, plan_hash(config), command, json.dumps(config, sort_keys=True), time.time()),
@@ -197,11 +212,11 @@ class Store:
             return _inserted_id(cur)
 
     def set_calibration(self, sweep_id: int, calibration: dict[str, Any]) -> None:
-        with self.conn:
+        with self._writing():
             self.conn.execute("UPDATE sweeps SET calibration=? WHERE id=?", (json.dumps(calibration), sweep_id))
 
     def finish_sweep(self, sweep_id: int) -> None:
-        with self.conn:
+        with self._writing():
             self.conn.execute("UPDATE sweeps SET finished=? WHERE id=?", (time.time(), sweep_id))
 
     def resumable_sweep(self, config: dict[str, Any]) -> int | None:
@@ -246,7 +261,7 @@ class Store:
         host already here by fingerprint is reused). A sweep already copied (same host, plan and
         start time) is skipped, so merging twice adds nothing. One transaction: all or nothing."""
         copied = {"sweeps": 0, "points": 0, "skipped_sweeps": 0}
-        with self.conn:
+        with self._writing():
             host_ids: dict[int, int] = {}
             for row in other.conn.execute("SELECT * FROM hosts ORDER BY id"):
                 # Recomputed, not copied: stores written before GPU UUIDs were part of a host's
@@ -308,7 +323,7 @@ class Store:
         started: float,
     ) -> int:
         """Store one finished point and its raw steps in one transaction (committed on return)."""
-        with self.conn:
+        with self._writing():
             cur = self.conn.execute(
                 "INSERT INTO points(sweep_id, key, workload, profile, vcpus, ram_gib, disk_class, status,"
                 " throughput, unit, spread, bottleneck, enforced, result, started, finished, method)"
@@ -342,7 +357,7 @@ class Store:
 
     def remove_point(self, sweep_id: int, key: str) -> None:
         """Delete one point and its steps (a fleet's mark of a lost point, once it is measured)."""
-        with self.conn:
+        with self._writing():
             self.conn.execute("DELETE FROM points WHERE sweep_id=? AND key=?", (sweep_id, key))
 
     def point_keys(self, sweep_id: int) -> set[str]:

@@ -199,6 +199,13 @@ def _host_probe(extra: dict[str, Any]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _finite_or_zero(value: Any) -> float:
+    """A stored spread as a point carries it: an infinite one (a window that counted nothing, stored
+    by an older sizer) says nothing, and 0 is what a failed point carries."""
+    number = float(value)
+    return number if math.isfinite(number) else 0.0
+
+
 def _parallel_mark(extra: dict[str, Any]) -> ParallelMark | None:
     mark = extra.get("parallel")
     if not isinstance(mark, dict):
@@ -228,7 +235,7 @@ def point_from_result(row: Any, result: Result) -> Point:
         unit=row["unit"],
         status=current_status(row["status"], float(row["spread"]), result),
         profile=row["profile"],
-        spread=float(row["spread"]),
+        spread=_finite_or_zero(row["spread"]),
         bottleneck=row["bottleneck"],
         gpu_model=str(counters.get("gpu_name", "")),
         gpu_util_pct=counters.get("gpu_util_pct"),

@@ -9,10 +9,10 @@ import re
 import subprocess
 import sys
 import textwrap
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
+import tomllib
 from test_report_fixtures import make_points
 
 from sizer.points import write_points_csv

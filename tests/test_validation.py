@@ -70,7 +70,7 @@ def test_every_workload_allows_its_own_defaults_and_declares_only_settings_it_ha
     for name, cls in load_all().items():
         for profile, defaults in cls.defaults.items():
             assert [cls.setting_problem(profile, k, v) for k, v in defaults.items()] == [None] * len(defaults), name
-        declared = set(cls.choices) | set(cls.setting_types)
+        declared = set(cls.choices) | set(cls.setting_types) | set(cls.ranges)
         assert declared <= {k for d in cls.defaults.values() for k in d}, name
 
 
@@ -244,12 +244,14 @@ def test_fit_without_any_usable_point_exits_3(cli, tmp_path):
 
 @pytest.mark.cgroup
 def test_a_sweep_whose_every_point_fails_writes_the_report_and_exits_3(cli, tmp_path):
-    # time.sleep(-1) fails in the worker: every point ends in status error.
-    code, out, err = cli(*sweep_args(tmp_path, "--workloads", "cpu-spin", "--vcpus", "1", "--ram", "256M",
-                                     "--disks", "local-nvme", "--set", "step_s=-1", "--budget", "1", "--json"))
+    # A command that exits at once: every point ends in status error.
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "input.bin").write_bytes(b"x")  # a command job reads a dataset of its own
+    code, out, err = cli(*sweep_args(tmp_path, "--command", "exit 3", "--name", "fails", "--vcpus", "1", "--ram",
+                                     "256M", "--disks", "local-nvme", "--budget", "1", "--json"))
     assert code == 3, err
     assert [p["status"] for p in json.loads(out)["points"]] == ["error"]
-    assert err.strip().endswith("cpu-spin: no usable measurement with real input: its 1 real-input point(s) failed "
+    assert err.strip().endswith("fails: no usable measurement with real input: its 1 real-input point(s) failed "
                                 "(error: 1))")
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert [wl["sized"] for wl in results["workloads"]] == [False]

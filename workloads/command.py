@@ -27,8 +27,30 @@ from pathlib import Path
 from typing import Any, Callable, cast
 
 from workloads.measure import Meter, _cgroup_dirs, bottleneck_label
-from workloads.progress_stream import BadReport, MetricRegex, OutputTap, ProgressFile, Report, StepFeed, regex_problem
-from workloads.protocol import ERROR, PROFILES, TIMEOUT, UNIT_PATTERN, Result, Spec, Workload, register, registry
+from workloads.progress_stream import (
+    MAX_LINE_CHARS,
+    BadReport,
+    MetricRegex,
+    OutputTap,
+    ProgressFile,
+    Report,
+    StepFeed,
+    regex_problem,
+)
+from workloads.protocol import (
+    AT_LEAST_ONE,
+    ERROR,
+    NOT_NEGATIVE,
+    PROFILES,
+    TIMEOUT,
+    UNIT_PATTERN,
+    Range,
+    Result,
+    Spec,
+    Workload,
+    register,
+    registry,
+)
 
 HELPER_DIR = Path(__file__).resolve().parent / "helper"
 PROGRESS_ENV = "SIZER_PROGRESS"
@@ -152,6 +174,8 @@ class CommandWorkload(Workload):
     stresses = "what the command does"
     defaults = {profile: dict(SETTINGS) for profile in PROFILES}
     setting_types = {"warmup_s": (int, float, type(None)), "round_steps": (int, type(None))}
+    ranges = {"warmup_s": NOT_NEGATIVE, "round_steps": AT_LEAST_ONE,
+              "start_timeout_s": Range(0, MAX_START_TIMEOUT_S, low_open=True)}
     multi_gpu = "own"  # the command gets the shape's GPUs ({gpus}, SIZER_GPUS) and runs them itself
 
     @classmethod
@@ -198,7 +222,8 @@ class CommandWorkload(Workload):
         finally:
             job.end()
         result.extra.update({"command": line, "progress": "metric-regex" if regex else "sizer_progress",
-                             "reports": follow.feed.reports, "job_exit": job.returncode})
+                             "reports": follow.feed.reports, "job_exit": job.returncode,
+                             "job_output": job.output_kept()})
         return result
 
 
@@ -246,11 +271,11 @@ def _own_group_dying_with_worker() -> Callable[[], None]:
 
 class Job:
     """The running command: `/bin/sh -c LINE` in a process group of its own (in the worker's
-    session, which the runner ends) that dies with the worker; its output is copied into
-    job-stdout.txt and job-stderr.txt in the point's folder."""
+    session, which the runner ends) that dies with the worker; the last part of its output is kept
+    in job-stdout.txt and job-stderr.txt in the point's folder (with the part before in
+    job-stdout.1.txt and job-stderr.1.txt: `progress_stream.RotatingCopy`)."""
 
     def __init__(self, line: str, cwd: str, env: dict[str, str], work_dir: Path, keep_lines: bool):
-        self.stderr_path = work_dir / "job-stderr.txt"
         Path(env[PROGRESS_ENV]).unlink(missing_ok=True)  # a stream of an earlier run in this folder
         self.progress = ProgressFile(env[PROGRESS_ENV])
         self.started = time.monotonic()
@@ -259,7 +284,7 @@ class Job:
                                      preexec_fn=_own_group_dying_with_worker())
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self.taps = [OutputTap(self.proc.stdout, work_dir / "job-stdout.txt", keep_lines),
-                     OutputTap(self.proc.stderr, self.stderr_path, keep_lines)]
+                     OutputTap(self.proc.stderr, work_dir / "job-stderr.txt", keep_lines)]
         self.returncode: int | None = None  # as the job ended on its own; None: sizer ended it
 
     def poll(self) -> int | None:
@@ -294,13 +319,15 @@ class Job:
             pass
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
-        try:
-            with open(self.stderr_path, "rb") as fh:
-                fh.seek(max(0, fh.seek(0, os.SEEK_END) - 16384))
-                text = fh.read().decode(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(re.split(r"\r\n|\r|\n", text.rstrip())[-lines:])
+        text = self.taps[1].copy.tail(16384).decode(errors="replace")
+        return "\n".join(line[:MAX_LINE_CHARS] for line in re.split(r"\r\n|\r|\n", text.rstrip())[-lines:])
+
+    def output_kept(self) -> dict[str, int]:
+        """What the job wrote and what sizer left out of it: bytes per stream, lines cut and lines
+        the regex never saw (they waited too long)."""
+        out, err = self.taps
+        return {"stdout_bytes": out.copy.written, "stderr_bytes": err.copy.written,
+                "lines_cut": out.cut + err.cut, "lines_dropped": out.dropped + err.dropped}
 
 
 # ---------------------------------------------------------------- following the job
@@ -320,8 +347,7 @@ class _Follow:
     def _reports(self) -> list[Report]:
         if self.regex is None:
             return self.job.progress.read()
-        found = (self.regex.report(t, line) for t, line in self.job.lines())
-        return [r for r in found if r is not None]
+        return [r for r in self.regex.reports(self.job.lines()) if r is not None]
 
     def _take(self) -> None:
         for seconds, samples in self.feed.steps(self._reports()):

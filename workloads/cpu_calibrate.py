@@ -21,7 +21,7 @@ from workloads.image_loader import decode_cost
 from workloads.image_transforms import NORMALIZE, decode_rgb, train_transform
 from workloads.loop import StepClock, new_meter, run_epochs
 from workloads.measure import bottleneck_label
-from workloads.protocol import Result, Spec, Workload, register
+from workloads.protocol import AT_LEAST_ONE, NOT_NEGATIVE, Range, Result, Spec, Workload, register
 from workloads.torch_common import framework_versions
 
 CALIBRATION_SEED = 20180  # fixed: every host decodes the very same images
@@ -39,6 +39,8 @@ class CpuCalibrate(Workload):
                "parallel": 1, "normalize": "device", "repeats": 1}
     defaults = {"gpu": dict(_common), "cpu-small": dict(_common)}
     choices = {"normalize": NORMALIZE}
+    ranges = {"images": AT_LEAST_ONE, "batch": AT_LEAST_ONE, "image_size": Range(32), "warmup_steps": NOT_NEGATIVE,
+              "parallel": AT_LEAST_ONE, "repeats": AT_LEAST_ONE}
 
     def run(self, spec: Spec) -> Result:
         cfg = self.config_for(spec)

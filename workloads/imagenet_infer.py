@@ -26,7 +26,7 @@ from workloads.image_loader import INPUTS, Feed, image_feed, open_images, run_fe
 from workloads.image_transforms import NORMALIZE, DeviceInput, eval_transform
 from workloads.loop import is_cuda, synthetic_batches
 from workloads.measure import add_read_bytes_per_sample, bottleneck_label, stage_done
-from workloads.protocol import SYNTHETIC_INPUT, Result, Spec, Workload, register
+from workloads.protocol import AT_LEAST_ONE, NOT_NEGATIVE, SYNTHETIC_INPUT, Range, Result, Spec, Workload, register
 from workloads.torch_common import (
     ARCH_KWARGS,
     DEVICES,
@@ -82,6 +82,8 @@ class ImagenetInfer(Workload):
     choices = {"input": INPUTS, "normalize": NORMALIZE, "model": tuple(ARCH_KWARGS), "device": DEVICES,
                "precision": PRECISIONS}
     setting_types = {"workers": (int, type(None))}
+    ranges = {"workers": NOT_NEGATIVE, "prefetch_factor": AT_LEAST_ONE, "read_threads": NOT_NEGATIVE,
+              "warmup_steps": NOT_NEGATIVE, "image_size": Range(32), "resize": Range(32), "batch_size": AT_LEAST_ONE}
 
     def prepare(self, spec: Spec) -> None:
         cfg = self.config_for(spec)

@@ -25,9 +25,9 @@ import os
 import shutil
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 from workloads import distributed
@@ -35,7 +35,7 @@ from workloads.distributed import STREAMS, run_ranks
 from workloads.formats.readers import open_image_dataset, read_ahead, read_file
 from workloads.formats.writers import open_writer
 from workloads.measure import Meter, bottleneck_label
-from workloads.protocol import Result, Spec, Workload, register
+from workloads.protocol import AT_LEAST_ONE, NOT_NEGATIVE, Range, Result, Spec, Workload, register
 
 _SHARD_FORMATS = ("lmdb", "rec", "tar")
 
@@ -154,6 +154,9 @@ class ImagenetPreprocess(Workload):
     multi_gpu = STREAMS  # one independent job per GPU, each on its shard of the folder (workloads.distributed)
     choices = {"format": _SHARD_FORMATS}
     setting_types = {"processes": (int, type(None)), "max_images": (int, type(None))}
+    # short_side 0 packs the JPEGs as they are; JPEG quality runs from 1 to 100.
+    ranges = {"short_side": NOT_NEGATIVE, "quality": Range(1, 100), "processes": AT_LEAST_ONE,
+              "read_threads": NOT_NEGATIVE, "chunk": AT_LEAST_ONE, "max_images": AT_LEAST_ONE}
     defaults = {
         "gpu": {"format": "lmdb", "split": "train", "short_side": 256, "quality": 90, "draft": True,
                 "processes": None, "read_threads": 4, "chunk": 32, "max_images": None, "keep_output": False},

@@ -27,7 +27,7 @@ from workloads.image_loader import DECODERS, INPUTS, Feed, ImageSamples, image_f
 from workloads.image_transforms import NORMALIZE, DeviceInput, train_transform
 from workloads.loop import is_cuda, synthetic_batches
 from workloads.measure import add_read_bytes_per_sample, bottleneck_label, stage_done
-from workloads.protocol import SYNTHETIC_INPUT, Result, Spec, Workload, register
+from workloads.protocol import AT_LEAST_ONE, NOT_NEGATIVE, SHARE, SYNTHETIC_INPUT, Range, Result, Spec, Workload, register
 from workloads.torch_common import (
     ARCH_KWARGS,
     DEVICES,
@@ -106,6 +106,9 @@ class ImagenetTrain(Workload):
     choices = {"input": INPUTS, "decode": DECODERS, "normalize": NORMALIZE, "model": tuple(ARCH_KWARGS),
                "device": DEVICES, "precision": PRECISIONS, "register_buffers": ("auto", True, False)}
     setting_types = {"workers": (int, type(None))}
+    ranges = {"workers": NOT_NEGATIVE, "prefetch_factor": AT_LEAST_ONE, "read_threads": NOT_NEGATIVE,
+              "warmup_steps": NOT_NEGATIVE, "image_size": Range(32), "batch_size": AT_LEAST_ONE, "lr": NOT_NEGATIVE,
+              "momentum": SHARE, "weight_decay": NOT_NEGATIVE}
     requires = {("decode", "gpu"): ("device", "cuda")}  # nvjpeg decodes on a CUDA device
 
     def prepare(self, spec: Spec) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workloads import stats
-from workloads.protocol import NOISY, OK, Result
+from workloads.protocol import ERROR, NOISY, OK, Result
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -498,6 +498,10 @@ class Meter:
         result.window_rates = rates
         result.steps = self.steps
         result.status = NOISY if stats.is_noisy(spread, self.window_short) else OK
+        if not throughput > 0:  # a window that counted nothing measured nothing: no figure, no spread
+            result.throughput, result.spread, result.status = 0.0, 0.0, ERROR
+            result.error = result.error or (f"the measured window counted no samples ({len(measured)} measured "
+                                            f"step(s) over {seconds:.2f} s): a rate of 0 is no measurement")
         if self.window_short:
             result.extra["window_short"] = f"{self._measured_steps} of {self.min_steps} steps measured"
         cpu = after["cpu_seconds"] - self._before.get("cpu_seconds", 0.0)

@@ -23,7 +23,7 @@ from typing import Any
 from workloads.formats.readers import RecordIOReader, packed_paths
 from workloads.loop import StepClock, new_meter, run_epochs
 from workloads.measure import add_read_bytes_per_sample, bottleneck_label
-from workloads.protocol import Result, Spec, Workload, register
+from workloads.protocol import AT_LEAST_ONE, NOT_NEGATIVE, SHARE, Range, Result, Spec, Workload, register
 
 CPU_ONLY_REASON = (
     "MXNet 1.9.1's CUDA builds target CUDA 11.2, which this GPU host's driver stack does not pair with: "
@@ -113,6 +113,9 @@ class MxnetInceptionV3Train(Workload):
     }
     choices = {"input": ("rec",), "device": ("cpu",), "crop": ("random_resized", "rand_crop")}
     setting_types = {"preprocess_threads": (int, type(None)), "threads": (int, type(None))}
+    ranges = {"preprocess_threads": AT_LEAST_ONE, "threads": AT_LEAST_ONE, "momentum": SHARE,
+              "weight_decay": NOT_NEGATIVE, "base_lr": NOT_NEGATIVE, "warmup_steps": NOT_NEGATIVE, "image_size": Range(32),
+              "batch_size": AT_LEAST_ONE, "prefetch_buffer": AT_LEAST_ONE}
     defaults = {
         "gpu": {**_common, "model": "inceptionv3", "image_size": 299, "batch_size": 32, "prefetch_buffer": 4},
         "cpu-small": {**_common, "model": "resnet18_v1", "image_size": 112, "batch_size": 16, "prefetch_buffer": 2},

@@ -17,7 +17,7 @@ from typing import Any
 from workloads.loop import StepClock, new_meter, run_epochs
 from workloads.measure import bottleneck_label
 from workloads.mxnet_inception import CPU_ONLY_REASON, import_mxnet, mxnet_versions
-from workloads.protocol import Result, Spec, Workload, register
+from workloads.protocol import AT_LEAST_ONE, NOT_NEGATIVE, POSITIVE, Range, Result, Spec, Workload, register
 from workloads.ptb_corpus import BpttWindows, batch_columns, loss_summary, read_corpus, train_file
 
 
@@ -54,6 +54,9 @@ class MxnetPtbLstmTrain(Workload):
     stresses = "CPU (the model runs on it), little else"
     choices = {"device": ("cpu",)}  # CPU_ONLY_REASON
     setting_types = {"threads": (int, type(None))}
+    ranges = {"hidden": AT_LEAST_ONE, "layers": AT_LEAST_ONE, "dropout": Range(0, 1), "bptt": AT_LEAST_ONE,
+              "batch_size": AT_LEAST_ONE, "init": NOT_NEGATIVE, "lr": NOT_NEGATIVE, "clip": POSITIVE,
+              "warmup_steps": NOT_NEGATIVE, "threads": AT_LEAST_ONE}
     defaults = {
         "gpu": {"hidden": 650, "layers": 2, "dropout": 0.5, "bptt": 35, "batch_size": 20, "init": 0.05, "lr": 1.0,
                 "clip": 5.0, "device": "cpu", "threads": None, "warmup_steps": 5},
@@ -73,9 +76,8 @@ class MxnetPtbLstmTrain(Workload):
         vcpus = max(1, int(spec.vcpus))
         threads = int(cfg["threads"] or vcpus)
         mx = import_mxnet(threads)
-        from mxnet import autograd, gluon
-
         import numpy as np
+        from mxnet import autograd, gluon
 
         mx.random.seed(spec.seed)
         ctx = mx.cpu()

@@ -42,6 +42,35 @@ UNIT_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*/s")
 
 
 @dataclass(frozen=True)
+class Range:
+    """The numbers a setting allows: at least `low` (above it, where `low_open`) and at most `high`;
+    None leaves that side open. A null value is the type check's to judge, not the range's."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+
+    def problem(self, key: str, value: Any) -> str | None:
+        """What is wrong with `key=value` against the range, or None (also for what is no number)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return None
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            need = f"above {_shown(self.low)}" if self.low_open else f"at least {_shown(self.low)}"
+            return f"{key}={_shown(value)} is out of range: it must be {need}"
+        if self.high is not None and value > self.high:
+            return f"{key}={_shown(value)} is out of range: it must be at most {_shown(self.high)}"
+        return None
+
+
+# The ranges most settings take: a count of one or more, a count or length that may be 0, a share,
+# and a positive amount (seconds, a size).
+AT_LEAST_ONE = Range(1)
+NOT_NEGATIVE = Range(0)
+SHARE = Range(0, 1)
+POSITIVE = Range(0, low_open=True)
+
+
+@dataclass(frozen=True)
 class Spec:
     """What one point runs: the workload, its profile and config, and the shape it runs in."""
 
@@ -112,8 +141,9 @@ class Workload(abc.ABC):
     """One measurable workload. Subclasses set the class attributes and implement `run`.
 
     `defaults[profile]` is the default config for a profile; a spec's `config` overrides it.
-    `choices`, `setting_types` and `requires` state what a setting allows (`setting_problem`,
-    `config_problem`); sizer checks a sweep's settings against them before anything runs.
+    `choices`, `setting_types`, `ranges` and `requires` state what a setting allows
+    (`setting_problem`, `config_problem`); sizer checks a sweep's settings against them before
+    anything runs, for built-in, plugin and command workloads alike.
     `prepare` readies data under `data_dir` (idempotent); `run` measures and returns a Result.
     Framework imports happen inside methods so listing workloads never needs the framework.
     """
@@ -141,6 +171,8 @@ class Workload(abc.ABC):
     choices: ClassVar[dict[str, tuple[Any, ...]]] = {}
     # The types a setting allows where its default does not say (a default of null: chosen by the shape).
     setting_types: ClassVar[dict[str, tuple[type, ...]]] = {}
+    # The numbers a number setting allows (`Range`): a count of processes, a batch size, seconds.
+    ranges: ClassVar[dict[str, Range]] = {}
     # A value that works only beside another setting's value: (key, value) -> (other key, its value).
     requires: ClassVar[dict[tuple[str, Any], tuple[str, Any]]] = {}
     # Where the class comes from: "built-in", "plugin <distribution>" (the `sizer.workloads` entry
@@ -183,7 +215,7 @@ class Workload(abc.ABC):
         A setting must exist in the profile's defaults. Its value must be one of `choices[key]`
         where given, else of `setting_types[key]` where given, else of its default's type: true or
         false, a whole number, a finite number (a whole one too) or text. A default of null with
-        no declared types allows any value."""
+        no declared types allows any value. A number must lie in `ranges[key]` where given."""
         known = cls.defaults.get(profile, {})
         if key not in known:
             return f"has no setting {key!r} (has: {', '.join(sorted(known))})"
@@ -193,9 +225,9 @@ class Workload(abc.ABC):
                 return None
             return f"{key}={_shown(value)} is not one of {', '.join(_shown(c) for c in allowed)}"
         types = cls.setting_types.get(key) or ((type(known[key]),) if known[key] is not None else ())
-        if not types or _of_types(value, types):
-            return None
-        return f"{key}={_shown(value)} is not {' or '.join(_TYPE_WORDS.get(t, t.__name__) for t in types)}"
+        if types and not _of_types(value, types):
+            return f"{key}={_shown(value)} is not {' or '.join(_TYPE_WORDS.get(t, t.__name__) for t in types)}"
+        return cls.ranges[key].problem(key, value) if key in cls.ranges else None
 
     @classmethod
     def config_problem(cls, profile: str, config: dict[str, Any]) -> str | None:

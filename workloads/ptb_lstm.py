@@ -14,7 +14,7 @@ from typing import Any
 
 from workloads.loop import StepClock, new_meter, run_epochs
 from workloads.measure import bottleneck_label, stage_done
-from workloads.protocol import Result, Spec, Workload, register
+from workloads.protocol import AT_LEAST_ONE, NOT_NEGATIVE, POSITIVE, Range, Result, Spec, Workload, register
 from workloads.ptb_corpus import BpttWindows, batch_columns, loss_summary, read_corpus, train_file
 from workloads.torch_common import (
     DEVICES,
@@ -62,6 +62,9 @@ class PtbLstmTrain(Workload):
     dataset = "ptb"
     stresses = "GPU, little else"
     choices = {"device": DEVICES, "precision": PRECISIONS}
+    ranges = {"hidden": AT_LEAST_ONE, "layers": AT_LEAST_ONE, "dropout": Range(0, 1), "bptt": AT_LEAST_ONE,
+              "batch_size": AT_LEAST_ONE, "init": NOT_NEGATIVE, "lr": NOT_NEGATIVE, "clip": POSITIVE,
+              "warmup_steps": NOT_NEGATIVE}
     defaults = {
         "gpu": {"hidden": 650, "layers": 2, "dropout": 0.5, "bptt": 35, "batch_size": 20, "tied": False,
                 "init": 0.05, "lr": 1.0, "clip": 5.0, "device": "cuda", "precision": "fp32", "warmup_steps": 5,

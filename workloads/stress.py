@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.measure import Meter, bottleneck_label, limits_seen
-from workloads.protocol import Result, Spec, Workload, register
+from workloads.protocol import AT_LEAST_ONE, NOT_NEGATIVE, POSITIVE, Result, Spec, Workload, register
 
 _MIB = 1024**2
 
@@ -43,6 +43,7 @@ class CpuSpin(Workload):
         "cpu-small": {"processes": 2, "step_s": 0.25, "warmup_steps": 2},
         "gpu": {"processes": 2, "step_s": 0.25, "warmup_steps": 2},
     }
+    ranges = {"processes": AT_LEAST_ONE, "step_s": POSITIVE, "warmup_steps": NOT_NEGATIVE}
 
     def run(self, spec: Spec) -> Result:
         cfg = self.config_for(spec)
@@ -89,6 +90,7 @@ class MemHog(Workload):
         "cpu-small": {"mib": 64, "limit_factor": 0.0, "chunk_mib": 16, "hold_s": 0.5},
         "gpu": {"mib": 64, "limit_factor": 0.0, "chunk_mib": 16, "hold_s": 0.5},
     }
+    ranges = {"mib": POSITIVE, "limit_factor": NOT_NEGATIVE, "chunk_mib": POSITIVE, "hold_s": NOT_NEGATIVE}
 
     def run(self, spec: Spec) -> Result:
         cfg = self.config_for(spec)
@@ -132,6 +134,7 @@ class DiskRead(Workload):
         "cpu-small": {"block_kib": 1024, "subdir": "", "readahead": False, "warmup_mib": 16},
         "gpu": {"block_kib": 1024, "subdir": "", "readahead": False, "warmup_mib": 16},
     }
+    ranges = {"block_kib": AT_LEAST_ONE, "warmup_mib": NOT_NEGATIVE}
 
     def run(self, spec: Spec) -> Result:
         cfg = self.config_for(spec)

@@ -11,9 +11,10 @@ from rich.table import Table
 from sizer.catalog import import_skypilot as convert
 from sizer.catalog import load_catalog, normalize_gpu, write_catalog
 from sizer.commands.options import catalog_flag, cloud_flag, gpu_flag, json_flag, out_flag
-from sizer.console import console, emit, err_console, print_table
+from sizer.console import console, emit, err_console, print_table, styled
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
+from sizer.textfiles import read_text
 
 
 def _render_list(data: dict[str, Any]) -> None:
@@ -27,22 +28,22 @@ def _render_list(data: dict[str, Any]) -> None:
         price = r["price_per_hour_usd"]
         table.add_row(
             r["cloud"], r["instance_type"], str(r["vcpus"]), f"{r['memory_gib']:g}", f"{r['gpu_count']}x {r['gpu']}",
-            "[yellow]none[/yellow]" if price is None else f"{price:,.3f}", f"{r['gpu_memory_gib']:g}",
+            styled(("none", "yellow")) if price is None else f"{price:,.3f}", f"{r['gpu_memory_gib']:g}",
             f"{r['local_nvme_gib']:g}", r["region"] or "–", r["price_date"] or "–",
         )
     # At 80 columns the prices stay whole: the least needed columns go first.
     print_table(table, drop=("price date", "region", "GPU GiB", "NVMe GiB", "cloud"))
-    console.print("[dim]disks: every row can use ssd and standard cloud disks; local-nvme where NVMe GiB > 0[/dim]")
+    console.print(styled(("disks: every row can use ssd and standard cloud disks; local-nvme where NVMe GiB > 0", "dim")))
     unpriced = sum(1 for r in data["rows"] if r["price_per_hour_usd"] is None)
     if unpriced:
-        console.print(f"[yellow]{unpriced} row(s) have no price: listed, but not recommended on price "
-                      f"(add prices with --catalog).[/yellow]")
+        console.print(styled((f"{unpriced} row(s) have no price: listed, but not recommended on price "
+                              "(add prices with --catalog).", "yellow")))
     warned = [r["instance_type"] for r in data["rows"] if "WARNING" in r["price_source"]]
     if warned:
-        console.print(f"[yellow]price looks like a discounted tier (see its price_source): {', '.join(warned)}[/yellow]")
+        console.print(styled((f"price looks like a discounted tier (see its price_source): {', '.join(warned)}", "yellow")))
     sources = sorted({(r["cloud"], r["price_source"].split(";")[0].split(":")[0]) for r in data["rows"] if r["price_source"]})
     for cloud, src in sources:
-        console.print(f"[dim]{cloud} prices: {src}[/dim]")
+        console.print(styled((f"{cloud} prices: {src}", "dim")))
 
 
 def list_rows(
@@ -94,10 +95,7 @@ def import_skypilot(
     import re
 
 
-    try:
-        text = vms_csv.read_text()
-    except OSError as exc:
-        raise SizerError(f"cannot read {vms_csv}: {exc.strerror}") from None
+    text = read_text(vms_csv, "SkyPilot catalog")
     if price_date is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", price_date):
         raise SizerError(f"--price-date must be YYYY-MM-DD, got {price_date!r}")
     date = price_date or dt.date.fromtimestamp(vms_csv.stat().st_mtime).isoformat()
@@ -118,4 +116,4 @@ def import_skypilot(
         stream = console
         stream.print(f"wrote {len(result.rows)} row(s) to {out}")
     for why, n in sorted(result.skipped.items()):
-        stream.print(f"[dim]skipped {n} row(s): {why}[/dim]")
+        stream.print(styled((f"skipped {n} row(s): {why}", "dim")))

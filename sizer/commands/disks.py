@@ -57,7 +57,7 @@ def probe(
     size_bytes = parse_size(size)
     bar = Progress(
         SpinnerColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         TimeElapsedColumn(),
         console=err_console,

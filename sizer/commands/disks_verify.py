@@ -11,7 +11,7 @@ from rich.table import Table
 
 from sizer import disks
 from sizer.commands.options import DiskClassesFile, JsonOutput, limits_flag
-from sizer.console import emit, print_table
+from sizer.console import emit, print_table, styled
 from sizer.diskclasses import get_disk_class, load_disk_classes
 from sizer.errors import SizerError
 from sizer.limits import DiskThrottle, LimitRequest, block_device_for, cleanup_leftovers, detect_backend, device_name
@@ -99,7 +99,8 @@ def render_verify(data: dict[str, Any]) -> None:
     else:
         colour = "green" if data["within_tolerance"] else "red"
         word = "within" if data["within_tolerance"] else "NOT within"
-        table.add_row("verdict", f"[{colour}]{word} {data['tolerance']:.0%} of the cap[/] (measured/cap {data['ratio']:.3f})")
+        table.add_row("verdict", styled((f"{word} {data['tolerance']:.0%} of the cap", colour),
+                                        f" (measured/cap {data['ratio']:.3f})"))
     table.add_row("enforced", f"{data['enforcement']['backend']}: {data['enforcement']['disk']}")
     print_table(table)
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 from rich.table import Table
 
-from sizer.console import console, print_table
+from sizer.console import console, print_table, styled
 from sizer.fleet.cluster import require_ray
 from sizer.fleet.options import fleet_options
 from sizer.units import parse_duration
@@ -58,7 +58,7 @@ def renderer(data: dict[str, Any], dry_run: bool, plain: Callable[[dict[str, Any
 def render_fleet_dry_run(data: dict[str, Any], render_plan: Callable[[dict[str, Any]], None]) -> None:
     """Each target's plan, as a node of it made it."""
     for target, planned in data["fleet"]["targets"].items():
-        console.print(f"[bold]{target}[/]: planned on {planned['planned_on']} ({planned['node']})")
+        console.print(styled((str(target), "bold"), f": planned on {planned['planned_on']} ({planned['node']})"))
         render_plan(planned)
 
 
@@ -87,4 +87,4 @@ def render_fleet(data: dict[str, Any]) -> None:
         console.print(f"{name}: {path}")
     console.print(f"store: {data.get('store')}")
     for note in data.get("notes", []):
-        console.print(f"[yellow]{note}[/]")
+        console.print(styled((note, "yellow")))

@@ -10,6 +10,7 @@ import typer
 from sizer.commands.options import JsonOutput, store_flag
 from sizer.console import console, emit
 from sizer.errors import SizerError
+from sizer.preflight import check_store_file
 from sizer.store import Store
 
 
@@ -30,16 +31,25 @@ def merge(
             raise SizerError(f"no store at {source}")
         if source.resolve() == store.resolve():
             raise SizerError(f"{source} is the store to merge into")
+    check_store_file(store, option="--store")
     totals = {"sweeps": 0, "points": 0, "skipped_sweeps": 0}
-    with Store(store) as target:
-        opened = [Store(source, create=False) for source in sources]  # all readable before any copy
-        try:
+    opened: list[Store] = []
+    made = not store.exists()
+    try:
+        for source in sources:  # every source readable before the target is made or touched
+            opened.append(Store(source, create=False))
+        with Store(store) as target:
             for source_store in opened:
                 for key, n in target.merge_from(source_store).items():
                     totals[key] += n
-        finally:
-            for source_store in opened:
-                source_store.close()
+    except BaseException:
+        if made:  # a store this merge made and could not fill is not left behind
+            for leftover in (store, *(store.with_name(store.name + tail) for tail in ("-wal", "-shm"))):
+                leftover.unlink(missing_ok=True)
+        raise
+    finally:
+        for source_store in opened:
+            source_store.close()
     emit({"store": str(store), **totals}, as_json,
          lambda d: console.print(f"{d['store']}: {d['sweeps']} sweep(s), {d['points']} point(s) copied"
                                  + (f"; {d['skipped_sweeps']} already there" if d["skipped_sweeps"] else "")))

@@ -24,7 +24,7 @@ from sizer.commands.options import (
     gpu_flag,
     json_flag,
 )
-from sizer.console import console, emit, print_table
+from sizer.console import console, emit, print_table, styled
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import NothingSized, SizerError
 from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
@@ -84,7 +84,7 @@ def _render_fit(data: dict[str, Any]) -> None:
             table.add_row(p["name"], _num(p["value"]), interval, p["unit"], p["source"], p["note"])
         print_table(table, drop=("source", "unit"))
         for note in wl["notes"]:
-            console.print(f"  [dim]{note}[/dim]")
+            console.print(styled("  ", (note, "dim")))
 
 
 def fit(
@@ -170,7 +170,7 @@ def _render_recommend(data: dict[str, Any]) -> None:
     for rec in data["recommendations"]:
         c = rec["chosen"]
         if c is None:
-            table.add_row(rec["workload"], "[yellow]none[/yellow]", "", "", "", "", "", "")
+            table.add_row(rec["workload"], styled(("none", "yellow")), "", "", "", "", "", "")
             continue
         job = _job_text(c["job_hours"], c["job_cost"])
         table.add_row(
@@ -185,7 +185,7 @@ def _render_recommend(data: dict[str, Any]) -> None:
         )
     print_table(table, drop=("job", "$/million", "of ceiling"))
     for rec in data["recommendations"]:
-        console.print(f"[bold]{rec['workload']}[/bold]: {rec['reason']}")
+        console.print(styled((rec["workload"], "bold"), f": {rec['reason']}"))
         for o in rec["rejected_cheaper"]:
             console.print(f"  rejected {o['instance_type']} ({o['cloud']}, ${o['price_per_gpu_hour']:,.3f}/GPU-hour): "
                           f"{o['bottleneck']}-bound, {_num(o['predicted'])} {rec['unit']}{_low_end_text(o, rec)}")
@@ -200,7 +200,7 @@ def _render_recommend(data: dict[str, Any]) -> None:
         if rec["needs_local_nvme"]:
             console.print("  needs local NVMe: only instances with it reach the ceiling")
         for note in rec["notes"]:
-            console.print(f"  [dim]{note}[/dim]")
+            console.print(styled("  ", (note, "dim")))
 
 
 def recommend(

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from sizer.commands.options import JsonOutput
-from sizer.console import emit, print_table
+from sizer.console import emit, print_table, styled
 from sizer.probe import probe_host
 from sizer.units import format_bytes
 
@@ -41,7 +41,7 @@ def render_host(data: dict[str, Any]) -> None:
         ram += f" (own cgroup limit {format_bytes(mem['cgroup_limit_bytes'])})"
     table.add_row("RAM", ram)
     for note in mem["notes"]:
-        table.add_row("", f"[dim]{note}[/dim]")
+        table.add_row("", styled((note, "dim")))
     if gpu["count"]:
         for device in gpu["devices"]:
             table.add_row(f"GPU {device['index']}", f"{device['name']}, {device['memory_gib']} GiB")
@@ -55,14 +55,14 @@ def render_host(data: dict[str, Any]) -> None:
                 cuda += ", no usable GPU"
             table.add_row(name, info["version"] + cuda)
         else:
-            table.add_row(name, f"[dim]{info.get('reason', 'not installed')}[/dim]")
+            table.add_row(name, styled((str(info.get("reason", "not installed")), "dim")))
     if "error" in limits:
-        table.add_row("limits", f"[yellow]{limits['error']}[/yellow]")
+        table.add_row("limits", styled((str(limits["error"]), "yellow")))
     else:
         table.add_row("limit backend", f"{limits['backend']}: writable {', '.join(limits['writable']) or 'none'}")
         table.add_row("limit groups", f"{limits['root']} ({limits['placement']})")
         for note in limits["notes"]:
-            table.add_row("", f"[dim]{note}[/dim]")
+            table.add_row("", styled((note, "dim")))
     if "path" in data:
         where = data["path"]
         table.add_row("path", where["path"])

@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from sizer.commands.options import JsonOutput, input_flag, store_flag
-from sizer.console import console, emit, print_table
+from sizer.console import console, emit, print_table, styled
 from sizer.errors import SizerError
 from sizer.qualify import Baseline, evaluate, host_calibration, junit_xml, load_baseline, summary, write_junit
 from sizer.report import inputs_from_store, load_inputs
@@ -77,11 +77,11 @@ def _render(data: dict[str, Any]) -> None:
     for c in data["checks"]:
         measured = "–" if c["measured"] is None else f"{c['measured']:,.4g} {c['unit']}".strip()
         bound = ("<= " if c["threshold_kind"] == "max" else ">= ") + f"{c['threshold']:,.4g}"
-        result = "[green]PASS[/green]" if c["passed"] else f"[red]FAIL[/red] {c['message']}"
+        result = styled(("PASS", "green")) if c["passed"] else styled(("FAIL", "red"), f" {c['message']}")
         table.add_row(c["name"], c["metric"], measured, bound, result)
     print_table(table)
-    verdict = "[green]all checks met[/green]" if data["passed"] else (
-        f"[red]{data['checks_failed']} of {data['checks_total']} check(s) fell short[/red]"
+    verdict = styled(("all checks met", "green")) if data["passed"] else styled((
+        f"{data['checks_failed']} of {data['checks_total']} check(s) fell short", "red")
     )
     console.print(verdict + (f"; JUnit XML in {data['junit']}" if data.get("junit") else ""))
 

@@ -21,10 +21,11 @@ from sizer.commands.options import (
     gpu_flag,
     json_flag,
 )
-from sizer.console import console, emit, print_table
+from sizer.console import console, emit, print_table, styled
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import NothingSized
 from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
+from sizer.preflight import check_out_folder
 from sizer.report import build_context, format_money, format_number, load_inputs, write_context
 from sizer.report.context import nothing_sized
 
@@ -49,10 +50,10 @@ def _render(data: dict[str, Any]) -> None:
                 format_money(chosen["price_per_gpu_hour"]),
             )
         else:
-            table.add_row(wl["workload"], f"[yellow]none: {wl['no_recommendation']}[/yellow]", "", "", "")
+            table.add_row(wl["workload"], styled((f"none: {wl['no_recommendation']}", "yellow")), "", "", "")
     print_table(table)
     if context["target"]["illustrative"]:
-        console.print(f"[yellow]{context['profile']['note']}[/yellow]")
+        console.print(styled((context["profile"]["note"], "yellow")))
     for path in data["files"].values():
         console.print(f"wrote {path}", soft_wrap=True, highlight=False)
 
@@ -88,8 +89,10 @@ def report(
 
       sizer report --store results/sizer.sqlite --out results-steady --cpu-cost   (a host whose speed drifts)
     """
+    check_out_folder(out)
     table = load_disk_classes(disk_classes)
     inputs = load_inputs(store, input_file, table)
+    check_out_folder(out, len(inputs["points"]))
     command = _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost,
                             disk_classes, confidence)
     context = build_context(

@@ -25,7 +25,7 @@ from sizer.commands.options import (
     gpu_flag,
     store_flag,
 )
-from sizer.console import console, emit, err_console, print_table
+from sizer.console import console, emit, err_console, print_table, styled
 from sizer.errors import NothingSized, SizerError
 from sizer.levels import DEFAULT_CONFIDENCE
 from sizer.sweep import SweepOptions, format_duration, run_single
@@ -63,7 +63,7 @@ def render_point(data: dict[str, Any]) -> None:
     table.add_column("value")
     status = data["status"]
     colour = "green" if status == "ok" else ("yellow" if status == "noisy" else "red")
-    table.add_row("status", f"[{colour}]{status}[/]")
+    table.add_row("status", styled((status, colour)))
     table.add_row("throughput", f"{_fmt_rate(data['throughput'])} {data['unit']} (spread {data['spread']:.1%})")
     table.add_row("bottleneck", data["bottleneck"] or "-")
     c = data["counters"]
@@ -127,8 +127,8 @@ def run(
     gpus: Annotated[int, typer.Option(
         "--gpus", min=1,
         help="GPUs of the instance: training runs data-parallel (one process per GPU), inference and "
-             "preprocessing one stream per GPU, all in the shape's vCPUs, RAM and disk. On the cpu-small "
-             "profile each GPU is a CPU process (a test mode).")] = 1,
+             "preprocessing one stream per GPU, all in the shape's vCPUs, RAM and disk. Not more than the host "
+             "has; with --profile cpu-small each GPU is a CPU process (a test mode).")] = 1,
     command: CommandLine = None,
     name: Annotated[Optional[str], typer.Option(
         "--name", help="The command job's name in the output and the store (default: command).")] = None,
@@ -194,7 +194,7 @@ def adaptive_line(outline: dict[str, Any]) -> str:
     passes = outline["passes"]
     return (f"adaptive: measures the grid above one shape at a time where the answer can still change, each "
             f"{passes} time{'s' if passes > 1 else ''}, and stops when it cannot ({cap}; {each}): "
-            f"[bold]{outline['at_most']}[/] at most, measuring only")
+            f"{outline['at_most']} at most, measuring only")
 
 
 def render_dry_run(data: dict[str, Any]) -> None:
@@ -213,10 +213,10 @@ def render_dry_run(data: dict[str, Any]) -> None:
     backend = data["limit_backend"]
     for line in plan_lines(data["plan"], adaptive=bool(data.get("adaptive"))):
         console.print(line)
-    console.print(
-        f"estimated time: [bold]{data['estimate']}[/] ({format_duration(data['estimated_seconds'])}; "
+    console.print(styled(
+        "estimated time: ", (str(data["estimate"]), "bold"), f" ({format_duration(data['estimated_seconds'])}; "
         f"{data['estimate_note']}{'; with the calibration and the host speed every 10 min' if data['calibration'] else ''})"
-    )
+    ))
     if data.get("adaptive"):
         console.print(adaptive_line(data["adaptive"]))
     if data["plan"].get("if_start_spreads"):
@@ -230,7 +230,7 @@ def render_dry_run(data: dict[str, Any]) -> None:
     console.print(f"limits: {backend['name']} ({', '.join(backend['writable'])}); data: {data['data_dir']} "
                   f"on {data['device'] or 'no block device'}; store: {data['store']}")
     for note in data["notes"]:
-        console.print(f"[yellow]{note}[/]")
+        console.print(styled((note, "yellow")))
 
 
 def render_sweep(data: dict[str, Any]) -> None:
@@ -257,7 +257,7 @@ def render_sweep(data: dict[str, Any]) -> None:
     if cal.get("ips_per_vcpu"):
         console.print(f"calibration: {cal['ips_per_vcpu']:.1f} {cal.get('unit', '')} per vCPU")
     elif cal:
-        console.print(f"[yellow]calibration: {cal.get('status')} {cal.get('reason', '') or cal.get('error', '')}[/]")
+        console.print(styled((f"calibration: {cal.get('status')} {cal.get('reason', '') or cal.get('error', '')}", "yellow")))
     if data.get("skipped"):
         console.print(f"{data['skipped']} point(s) were already stored and not measured again")
     if data.get("parallel"):
@@ -266,7 +266,7 @@ def render_sweep(data: dict[str, Any]) -> None:
         console.print(f"{name}: {path}")
     console.print(f"store: {data.get('store')}")
     for note in data.get("notes", []):
-        console.print(f"[yellow]{note}[/]")
+        console.print(styled((note, "yellow")))
 
 
 # The options of `sweep` alone.
@@ -321,7 +321,7 @@ GpuCounts = Annotated[Optional[str], typer.Option(
     "--gpus",
     help="GPU counts of the shapes, e.g. 1,2,4 (default 1): training runs data-parallel, inference and "
          "preprocessing one stream per GPU, each shape's vCPUs, RAM and disk shared by its GPUs. Not more than "
-         "the host has; on the cpu-small profile each GPU is a CPU process (a test mode).")]
+         "the host has; with --profile cpu-small each GPU is a CPU process (a test mode).")]
 VcpusPerGpu = Annotated[Optional[str], typer.Option(
     "--vcpus-per-gpu",
     help="vCPU levels per GPU instead of --vcpus, e.g. 8,16: a shape of N GPUs gets N times each level "

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sizer import __version__
+from sizer.console import styled
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
 from sizer.fleet import cluster
 from sizer.fleet.node import NodeOutcome, NodePlan
 from sizer.fleet.options import FleetOptions
 from sizer.fleet.record import FleetRecord, target_identity
+from sizer.preflight import check_out_folder, check_store_file
 from sizer.shapes import PlannedPoint
 from sizer.store import Store
 from sizer.sweep.outputs import count_statuses, point_summary, stored_point_summary
@@ -58,8 +60,15 @@ def _check_options(opts: SweepOptions) -> None:
 def _check_report_inputs(opts: SweepOptions) -> dict[str, Any]:
     """What the driver's report reads, checked before any work: its disk-class file (its table is
     returned), its catalogs and a --gpu one of their rows has (a node never reads them)."""
+    """What the driver's report reads and where it writes, checked before any work: its disk-class
+    file (its table is returned), its catalogs and a --gpu one of their rows has (a node never reads
+    them), the --out folder and the store."""
+
     disk_table = load_disk_classes(opts.disk_classes_file)
     check_target_gpu(opts)
+    if opts.out_dir is not None:  # where the driver writes, checked before the cluster is asked anything
+        check_out_folder(Path(opts.out_dir))
+    check_store_file(store_path(opts))
     return disk_table
 
 
@@ -239,7 +248,7 @@ class _FleetRun:
         result = self.record.record_lost(target, point, reason, host or self.plans[target].host)
         row = {**point_summary(point, result, 0.0), "target": target, "lost": True}
         self._count(row, f"{target}: {point.label()}", None)
-        self.bar.note(f"[red]{target}: {point.label()} lost[/] ({reason})")
+        self.bar.note(styled((f"{target}: {point.label()} lost", "red"), f" ({reason})"))
 
     def _count(self, row: dict[str, Any], label: str, seconds: float | None) -> None:
         self.completed += 1

@@ -2,7 +2,8 @@
 
 `detect_backend()` creates and removes a probe cgroup to find which controllers sizer can really
 write here, and returns the best backend: cgroup v2 where its controllers can be enabled, else
-cgroup v1, else affinity only (RAM and disk then recorded as not enforced).
+cgroup v1, else affinity only (RAM and disk then recorded as not enforced). With `look_only` (a dry
+run) it judges the same from what it can read, and writes nothing.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ _CLASSES: dict[str, type[CgroupV2Backend] | type[CgroupV1Backend]] = {"cgroup-v2
 _cache: dict[str, LimitBackend] = {}
 
 
-def detect_backend(prefer: str | None = None) -> LimitBackend:
+def detect_backend(prefer: str | None = None, look_only: bool = False) -> LimitBackend:
     """The backend to use: `prefer` (or $SIZER_LIMITS) names one, else the best that works here.
 
     A named cgroup backend that cannot be used is an error (one line saying why); `auto` falls
-    back quietly, and the backend's info() says what it enforces.
+    back quietly, and the backend's info() says what it enforces. `look_only`: judged without
+    creating a probe group (nothing on the host changes); such a judgement is not kept for later.
     """
     wanted = (prefer or os.environ.get("SIZER_LIMITS") or "auto").strip().lower()
     wanted = _ALIASES.get(wanted, wanted)
@@ -34,6 +36,8 @@ def detect_backend(prefer: str | None = None) -> LimitBackend:
         raise SizerError(f"unknown limit backend {prefer!r} (choose from auto, {', '.join(BACKENDS)})")
     if wanted in _cache:
         return _cache[wanted]
+    if look_only:
+        return _looked_backend(wanted)
     backend: LimitBackend | None = None
     if wanted == "affinity":
         backend = AffinityBackend()
@@ -55,6 +59,25 @@ def detect_backend(prefer: str | None = None) -> LimitBackend:
             backend = AffinityBackend()
     _cache[wanted] = backend
     return backend
+
+
+def _looked_backend(wanted: str) -> LimitBackend:
+    """`detect_backend`'s choice judged from what can be read (`look`), nothing written."""
+    if wanted == "affinity":
+        return AffinityBackend()
+    for name in ([wanted] if wanted != "auto" else ["cgroup-v2", "cgroup-v1"]):
+        cls = _CLASSES[name]
+        if not cls.present():
+            if wanted != "auto":
+                raise SizerError(f"limit backend {name}: no such cgroup hierarchy is mounted here")
+            continue
+        candidate = cls()
+        if {"cpuset", "cpu"} & set(candidate.look()):
+            return candidate
+        if wanted != "auto":
+            why = "needs root" if os.geteuid() != 0 else "no writable cpuset or cpu controller"
+            raise SizerError(f"limit backend {name} cannot create limit groups here ({why})")
+    return AffinityBackend()
 
 
 def _present_backends() -> list[LimitBackend]:

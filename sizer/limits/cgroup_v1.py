@@ -17,6 +17,10 @@ from sizer.limits import sysfs
 from sizer.limits.base import BackendInfo, Enforcement, LimitBackend, LimitGroup, LimitRequest
 
 CONTROLLERS = ("cpuset", "cpu", "cpuacct", "memory", "blkio")
+# A control file each controller's groups have: where it exists and its folder is writable, a probe
+# group would most likely work (`CgroupV1Backend.look`).
+_CONTROL_FILE = {"cpuset": "cpuset.cpus", "cpu": "cpu.cfs_quota_us", "cpuacct": "cpuacct.usage",
+                 "memory": "memory.limit_in_bytes", "blkio": "blkio.throttle.read_bps_device"}
 CFS_PERIOD_US = 100_000
 # CPU weight per vCPU (cpu.shares; 1024 = one nice-0 task). Without it a group of N busy threads
 # would weigh like one task against the host's other tasks; N vCPUs weigh like N tasks instead.
@@ -243,11 +247,24 @@ class CgroupV1Backend(LimitBackend):
         self.parents = _parents()
         self.writable: list[str] = []
         self._probed = False
+        self.looked = False  # `writable` judged without writing (`look`)
 
     @staticmethod
     def present() -> bool:
         mounts, _ = sysfs.cgroup_mounts()
         return any(c in mounts for c in CONTROLLERS)
+
+    def look(self) -> list[str]:
+        """The controllers a probe would most likely find writable, judged without writing anything
+        (a dry run changes nothing on the host): sizer's folder, or the one it would be made in, is
+        writable and holds the controller's control file."""
+        writable = []
+        for c, parent in self.parents.items():
+            folder = parent if parent.exists() else parent.parent
+            if os.access(folder, os.W_OK) and (folder / _CONTROL_FILE[c]).exists():
+                writable.append(c)
+        self.writable, self._probed, self.looked = writable, True, True
+        return writable
 
     def probe(self) -> list[str]:
         """Create and remove a probe group in every hierarchy; the controllers where that and a
@@ -293,6 +310,8 @@ class CgroupV1Backend(LimitBackend):
         if not self._probed:
             self.probe()
         notes = ["RAM limit includes the page cache (memory.limit_in_bytes)"]
+        if self.looked:
+            notes.append("controllers judged without creating a probe group (a dry run changes nothing)")
         if "blkio" in self.writable:
             notes.append("blkio throttles reads and direct writes; buffered writeback is not throttled on cgroup v1")
         missing = [c for c in CONTROLLERS if c not in self.writable]

@@ -182,6 +182,15 @@ class CgroupV2Backend(LimitBackend):
         self.writable: list[str] = []
         self.enabled_here: list[str] = []  # controllers sizer itself turned on at the top
         self._probed = False
+        self.looked = False  # `writable` judged without writing (`look`)
+
+    def look(self) -> list[str]:
+        """The controllers a probe would most likely find writable, judged without writing anything
+        (a dry run changes nothing on the host): the hierarchy's top is writable and offers them."""
+        available = sysfs.read_text(self.top / "cgroup.controllers").split()
+        writable = [c for c in CONTROLLERS if c in available] if os.access(self.top, os.W_OK) else []
+        self.writable, self._probed, self.looked = writable, True, True
+        return writable
 
     @staticmethod
     def present() -> bool:
@@ -245,6 +254,8 @@ class CgroupV2Backend(LimitBackend):
             self.probe()
         at_top = self.own_dir is not None and self.own_dir == self.top
         notes = ["RAM limit includes the page cache (memory.max)"]
+        if self.looked:
+            notes.append("controllers judged without creating a probe group (a dry run changes nothing)")
         if self.own_dir is not None and not at_top:
             offered = sysfs.read_text(self.own_dir / "cgroup.controllers").split()
             notes.append(

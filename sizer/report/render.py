@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from sizer.errors import SizerError
 from sizer.points import Point, write_points_csv
+from sizer.preflight import write_failure
 from sizer.report.charts import workload_charts
 from sizer.report.context import build_context
 from sizer.values import finite_number
@@ -92,11 +93,24 @@ def render_html(context: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------- files
-def _replace_text(path: Path, text: str) -> None:
-    """Write through a temporary file, so a reader never sees half a file."""
+def _replace_file(path: Path, write: Callable[[Path], object]) -> None:
+    """Write through a temporary file, so a reader never sees half a file. A write that fails (a
+    full disk, a read-only one) leaves the earlier file as it was and no temporary file behind, and
+    says so in one line."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    try:
+        write(tmp)
+        tmp.replace(path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise write_failure(path, exc) from None
+
+
+def _replace_text(path: Path, text: str) -> None:
+    _replace_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def write_context(context: dict[str, Any], points: Iterable[Point], out_dir: str | Path) -> dict[str, Path]:
@@ -110,9 +124,7 @@ def write_context(context: dict[str, Any], points: Iterable[Point], out_dir: str
     paths = {"report.html": out / "report.html", "results.json": out / "results.json", "points.csv": out / "points.csv"}
     _replace_text(paths["report.html"], html)
     _replace_text(paths["results.json"], json.dumps(context, indent=2, sort_keys=True) + "\n")
-    tmp = out / "points.csv.tmp"
-    write_points_csv(points, tmp)
-    tmp.replace(paths["points.csv"])
+    _replace_file(paths["points.csv"], lambda tmp: write_points_csv(points, tmp))
     return paths
 
 

@@ -18,6 +18,7 @@ from sizer.diskclasses import DiskClass, get_disk_class, load_disk_classes
 from sizer.errors import SizerError
 from sizer.levels import DEFAULT_CONFIDENCE
 from sizer.limits import LimitBackend, block_device_for, detect_backend
+from sizer.preflight import check_out_folder, check_store_file
 from sizer.probe import hypervisor
 from sizer.runner import interpreter_for
 from sizer.shapes import (
@@ -277,10 +278,12 @@ def _check_shapes_fit(shapes: list[InstanceShape], cpus: HostCpus, host_ram: int
         check_fits(shape, cpus.threads, host_ram)
 
 
-def _check_gpus(gpus: list[int], profile: str, classes: dict[str, type[Workload]]) -> list[str]:
+def _check_gpus(gpus: list[int], profile: str, classes: dict[str, type[Workload]], asked: str | None = None) -> list[str]:
     """GPU counts the host has and the workloads can use (`Workload.multi_gpu`); the notes they
     bring. On the cpu-small profile a shape's GPUs are CPU processes (the gloo backend): a test
-    mode of the multi-GPU code for hosts without GPUs, whose figures size nothing."""
+    mode of the multi-GPU code for hosts without GPUs, whose figures size nothing. It is taken only
+    where the profile was `asked` for by name (None: it was): with the profile the host chose
+    ("auto"), more GPUs than the host has are refused."""
     if any(g < 1 for g in gpus):
         raise SizerError(f"--gpus wants GPU counts of 1 or more, got {','.join(map(str, gpus))}")
     most = max(gpus)
@@ -289,6 +292,9 @@ def _check_gpus(gpus: list[int], profile: str, classes: dict[str, type[Workload]
     cannot = [name for name, cls in classes.items() if not cls.multi_gpu]
     if cannot:
         raise SizerError(f"workload {cannot[0]} runs on one GPU only: it cannot take --gpus {most}")
+    if profile != "gpu" and asked is not None and asked != profile:
+        raise SizerError(f"--gpus {most}: this host has no GPU (NVML sees none); --profile cpu-small runs each "
+                         "GPU as a CPU process, a test mode of the multi-GPU code whose figures size nothing")
     if profile != "gpu":
         return [f"--gpus {most} on the {profile} profile: each GPU is a CPU process (gloo backend), a test "
                 "mode of the multi-GPU code; its figures size nothing"]
@@ -333,8 +339,8 @@ def _throttle_device(data_dir: Path, disks: list[str], disk_table: dict[str, Dis
     return device
 
 
-def _limit_backend(name: str | None) -> tuple[LimitBackend, list[str]]:
-    backend = detect_backend(name)
+def _limit_backend(name: str | None, dry_run: bool = False) -> tuple[LimitBackend, list[str]]:
+    backend = detect_backend(name, look_only=dry_run)  # a dry run creates no probe group
     notes = []
     if backend.name == "affinity":
         notes.append("limits: CPU affinity only; RAM and disk are not enforced (" + "; ".join(backend.info().notes) + ")")
@@ -433,12 +439,12 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     datasets = sorted({cls.dataset for cls in classes.values() if cls.dataset})
     vcpus = _vcpu_levels(opts, profile, cpus)
     ram_gib = _ram_levels(opts, profile, datasets, vcpus, host_ram)
-    gpu_notes = _check_gpus(opts.gpus or [1], profile, classes)
+    gpu_notes = _check_gpus(opts.gpus or [1], profile, classes, asked=opts.profile)
     _check_shapes_fit(grid_shapes(vcpus, ram_gib, disks, opts.gpus or [1], opts.vcpus_per_gpu), cpus, host_ram)
     data_dir = _check_data_dir(Path(opts.data_dir) if opts.data_dir else default_data_dir())
     _check_given_datasets(datasets, data_dir)
     device = _throttle_device(data_dir, disks, disk_table)
-    backend, notes = _limit_backend(opts.limits)
+    backend, notes = _limit_backend(opts.limits, opts.dry_run)
     budget = _time_budget(opts, profile)
     vm = hypervisor() if profile == "gpu" and opts.passes is None else None  # only a GPU host's passes follow it
     # An adaptive sweep plans each shape once and measures its passes as it takes it (adaptive_run).
@@ -456,13 +462,18 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     notes.extend(gpu_notes)
     on_spread = None if chosen.on_spread is None else (points_of(chosen.on_spread[0]), *chosen.on_spread)
     _check_repeat_spread(opts)
+    store = Path(opts.store) if opts.store else (Path(opts.out_dir or DEFAULT_OUT) / STORE_NAME)
+    if opts.out_dir is not None:  # a sweep's outputs (`sizer run` writes none): before the lock and the probe
+        most = len(on_spread[0]) if on_spread else len(points)
+        check_out_folder(Path(opts.out_dir), most)
+        check_store_file(store, most)
     config = _plan_identity(opts, entries, vcpus, ram_gib, disks, profile, disk_table, budget, data_dir, chosen)
     config.update(_command_jobs(classes, profile))
     return SweepPlan(
         points=points,
         profile=profile,
         data_dir=data_dir,
-        store=Path(opts.store) if opts.store else (Path(opts.out_dir or DEFAULT_OUT) / STORE_NAME),
+        store=store,
         out_dir=Path(opts.out_dir) if opts.out_dir else None,
         disk_table=disk_table,
         classes=classes,

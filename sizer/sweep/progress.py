@@ -58,12 +58,12 @@ class SweepProgress:
 
 
             self._progress = Progress(
-                TextColumn("[bold]point[/] {task.fields[index]}"),
+                TextColumn("[bold]point[/] {task.fields[index]}"),  # index: "i/N", no user text
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
                 TextColumn("ETA {task.fields[eta]}"),
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),  # the point's label, as written
                 console=err_console,
                 transient=False,
             )
@@ -107,8 +107,9 @@ class SweepProgress:
             self.note(f"point {index} {label}: {outcome_text(row or {})}{took}; "
                       f"elapsed {format_duration(time.monotonic() - self.started)}, ETA {self.eta(self.total - done)}")
 
-    def note(self, text: str) -> None:
-        """One line beside the bar, or in the log; nothing where progress is off."""
+    def note(self, text: Any) -> None:
+        """One line (a string, printed as written, or rich Text) beside the bar, or in the log;
+        nothing where progress is off."""
         if self._progress is not None:
             self._progress.console.print(text)
         elif self.enabled:

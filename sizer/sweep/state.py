@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from sizer.console import styled
 from sizer.errors import SizerError
 from sizer.points import USABLE_STATUSES
 from sizer.probe import probe_host
@@ -285,7 +286,7 @@ class SweepRun:
         if self.on_point is not None:
             self.on_point(row)
         if run.result.status not in USABLE_STATUSES and self.bar.live:  # a plain line says it already
-            self.bar.note(f"[yellow]{label}: {run.result.status}[/] {row['error']}")
+            self.bar.note(styled((f"{label}: {run.result.status}", "yellow"), f" {row['error']}"))
         return row
 
     def measure_steadily(self, point: PlannedPoint, t0: float, place: Place | None = None) -> PointRun:
