@@ -123,6 +123,19 @@ def test_fit_for_gpu_changes_only_the_ceiling():
     assert out.predict(16, 64.0, None).throughput == pytest.approx(ceiling.value)
 
 
+def test_the_split_is_read_from_the_ceiling_point_first():
+    from sizer.points import Point
+
+    def point(input_: str, record: dict | None, status: str = "ok") -> Point:
+        return Point("w", 16, 32.0, "local-nvme", 1000.0, "images/s", status=status, input=input_,
+                     extra={} if record is None else {gs.SPLIT_KEY: record})
+
+    other, ceiling = {"samples": 1.0, "tensor_s": 1.0}, {"samples": 2.0, "tensor_s": 1.0}
+    assert gs.recorded_split([point("files", other), point("synthetic", ceiling)]) is ceiling
+    assert gs.recorded_split([point("files", other), point("synthetic", ceiling, status="error")]) is other
+    assert gs.recorded_split([point("synthetic", None)]) is None
+
+
 def test_split_for_prefers_the_measured_split_and_needs_one_or_the_other():
     split, alternatives = gs.split_for(RECORD, 1000.0, SOURCE, analytic=lambda: OPS)
     assert split.method == gs.MEASURED and alternatives == []

@@ -35,8 +35,11 @@ from typing import Any, Callable, Sequence
 
 from sizer.gpu_table import GpuSpec, GpuTable
 from sizer.model.types import Param, WorkloadFit
+from sizer.points import Point
+from sizer.variants import SYNTHETIC_INPUT
 
 MEASURED, ANALYTIC = "measured", "analytic"
+SPLIT_KEY = "gpu_kernel_split"  # the counter a profiled ceiling point records, and its key in Point.extra
 # An analytic split cannot know how close its kernels come to their roofline. Profiled on an H200,
 # ResNet-50's kernels reached 36-54% of it (bf16 training and inference, batch 256; the LSTM's far
 # less): an analytic split spans kernels at 1/SPAN to all of their roofline, its point reading at
@@ -251,3 +254,12 @@ def split_for(record: dict[str, Any] | None, ceiling: float, source: GpuSpec,
     if analytic is None:
         raise ValueError("no kernel split was recorded and no analytic count was given")
     return analytic_splits(analytic(), source)
+
+
+def recorded_split(points: Sequence[Point]) -> dict[str, Any] | None:
+    """The kernel split a workload's points carry (`Point.extra[SPLIT_KEY]`, copied there from the
+    point's counter when the store is read): a usable synthetic-input point's first, else any usable
+    point's (the PTB LSTM's corpus is on the GPU at every point); None where none was recorded."""
+    usable = [p for p in points if p.usable and isinstance(p.extra.get(SPLIT_KEY), dict)]
+    usable.sort(key=lambda p: p.input != SYNTHETIC_INPUT)
+    return usable[0].extra[SPLIT_KEY] if usable else None
