@@ -23,6 +23,7 @@ from sizer.commands import catalog as catalog_cmd
 from sizer.commands import data as data_cmd
 from sizer.commands import disks as disks_cmd
 from sizer.commands import disks_verify as disks_verify_cmd
+from sizer.commands import gpumem as gpumem_cmd
 from sizer.commands import merge as merge_cmd
 from sizer.commands import model as model_cmd
 from sizer.commands import probe as probe_cmd
@@ -97,6 +98,7 @@ app.add_typer(catalog_app, name="catalog")
 app.command("report")(report_cmd.report)
 app.command("qualify")(qualify_cmd.qualify)
 app.command("merge")(merge_cmd.merge)
+app.command("gpumem")(gpumem_cmd.gpumem)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, cast
 
+from workloads.gpu_memory_use import ProcessGpuMemory
 from workloads.measure import Meter, _cgroup_dirs, bottleneck_label
 from workloads.progress_stream import (
     MAX_LINE_CHARS,
@@ -216,10 +217,13 @@ class CommandWorkload(Workload):
             result.status, result.error = ERROR, f"cannot start the command in {cfg['cwd']}: {exc}"
             return result
         follow = _Follow(job, meter, regex, float(cfg["start_timeout_s"]), spec.time_budget_s)
+        gpu_memory = ProcessGpuMemory(job.proc.pid)  # NVML's per-process figure of the job's tree
+        gpu_memory.start()
         try:
             follow.run()
             follow.conclude(result, spec)  # the window's counters end while the job still runs
         finally:
+            result.counters.update(gpu_memory.stop())
             job.end()
         result.extra.update({"command": line, "progress": "metric-regex" if regex else "sizer_progress",
                              "reports": follow.feed.reports, "job_exit": job.returncode,

@@ -20,10 +20,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from workloads import stats
+from workloads import distributed, stats
 from workloads.distributed import STREAMS, run_ranks
+from workloads.gpu_memory_use import allocator_peaks
 from workloads.image_loader import INPUTS, Feed, image_feed, open_images, run_feed
 from workloads.image_transforms import NORMALIZE, DeviceInput, eval_transform
+from workloads.kernel_split import record_split
 from workloads.loop import is_cuda, synthetic_batches
 from workloads.measure import add_read_bytes_per_sample, bottleneck_label, stage_done
 from workloads.protocol import AT_LEAST_ONE, NOT_NEGATIVE, SYNTHETIC_INPUT, Range, Result, Spec, Workload, register
@@ -123,9 +125,24 @@ class ImagenetInfer(Workload):
         timed = _TimedInference(model, device, cfg["precision"], to_input)
         run_feed(spec, cfg, device, feed, batches, timed, result)
         timed.report(result.extra, feed.warmup)
+        if not feed.loader_fed and is_cuda(device) and distributed.current() is None:  # a GPU ceiling
+            record_split(result.counters, _forward(model, next(batches)[0], device, cfg["precision"]), float(batch_size),
+                         cfg["precision"])
+        result.counters.update(allocator_peaks())
         add_read_bytes_per_sample(result)
         result.bottleneck = bottleneck_label(result.counters, spec.vcpus)
         return result
+
+
+def _forward(model: Any, x: Any, device: str, precision: str):
+    """One inference step on a batch already in the model's form, as `_TimedInference` runs it."""
+    import torch
+
+    def forward() -> Any:
+        with torch.inference_mode(), autocast(device, precision):
+            return model(x).argmax(dim=1)
+
+    return forward
 
 
 class _TimedInference:

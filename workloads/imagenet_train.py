@@ -21,10 +21,13 @@ import collections
 from typing import Any
 
 from workloads.batch_buffers import RegisteredCopy, use_registered_buffers
+from workloads import distributed
 from workloads.distributed import DATA_PARALLEL, data_parallel, run_ranks
 from workloads.gpu_augment import GpuAugment, collate_raw
 from workloads.image_loader import DECODERS, INPUTS, Feed, ImageSamples, image_feed, open_images, run_feed
+from workloads.gpu_memory_use import allocator_peaks
 from workloads.image_transforms import NORMALIZE, DeviceInput, train_transform
+from workloads.kernel_split import record_split
 from workloads.loop import is_cuda, synthetic_batches
 from workloads.measure import add_read_bytes_per_sample, bottleneck_label, stage_done
 from workloads.protocol import AT_LEAST_ONE, NOT_NEGATIVE, SHARE, SYNTHETIC_INPUT, Range, Result, Spec, Workload, register
@@ -159,8 +162,11 @@ class ImagenetTrain(Workload):
 
         try:
             run_feed(spec, cfg, device, feed, batches, step, result)
+            if synthetic and cuda and distributed.current() is None:  # a GPU ceiling: where its time goes
+                record_split(result.counters, lambda: sgd_step(*next(batches)), float(cfg["batch_size"]), cfg["precision"])
         finally:
             to_model.close(result.extra)
+        result.counters.update(allocator_peaks())
         losses.report(result.extra)
         add_read_bytes_per_sample(result)
         result.bottleneck = bottleneck_label(result.counters, spec.vcpus)
