@@ -24,6 +24,9 @@ from typing import Any, Callable, Iterable, Sequence
 from sizer.catalog import InstanceType, normalize_gpu
 from sizer.errors import SizerError
 from sizer.model.gpu_memory import MemoryFit, fit_memory
+from sizer.runner import run_point
+from workloads.fake_step import workload_config, workload_kind
+from workloads.memory_estimate import estimate
 from workloads.protocol import ERROR, SYNTHETIC_INPUT, Spec
 
 MEASURE_BUDGET_S = 3.0  # seconds of steps per batch size: a peak is reached in the first steps
@@ -87,8 +90,6 @@ def parse_batches(text: str) -> list[int]:
 
 def check_workload(name: str) -> dict[str, Any]:
     """The workload's gpu-profile config; SizerError for one without a GPU memory recipe."""
-    from workloads.fake_step import workload_config, workload_kind
-
     try:
         workload_kind(name)
         return workload_config(name)
@@ -110,8 +111,6 @@ def _peak(batch: int, result: Any) -> MeasuredPeak:
 def measure_ladder(name: str, batches: Sequence[int], config: dict[str, Any], data_dir: Path | None,
                    budget_s: float = MEASURE_BUDGET_S, progress: Callable[[str], None] | None = None) -> list[MeasuredPeak]:
     """Peaks of workload `name` at each batch size, each in a fresh worker on the GPU."""
-    from sizer.runner import run_point
-
     synthetic = "input" in config
     vcpus = len(os.sched_getaffinity(0))
     out = []
@@ -132,8 +131,6 @@ def measure_ladder(name: str, batches: Sequence[int], config: dict[str, Any], da
 
 def analytic_ladder(name: str, batches: Iterable[int]) -> list[dict[str, Any]]:
     """workloads.memory_estimate at each batch size."""
-    from workloads.memory_estimate import estimate
-
     return [estimate(name, int(b)).as_dict() for b in batches]
 
 

@@ -14,9 +14,9 @@ import math
 import statistics
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
@@ -96,6 +96,9 @@ class Point:
     gpu_mem_peak_gib: float | None = None  # the framework's allocator peak: the GPU memory the job needs
     device_read_mbps: float | None = None  # the unthrottled device's own read bandwidth, where measured
     host_probe_mbps: float | None = None  # the host's single-thread speed probe, before and after it (mean)
+    # The GPU kernel time by class a profiled point recorded (`sizer.model.gpu_speed`): its GPU's
+    # tensor-, memory- and latency-bound shares, from which its speed on other GPUs is predicted.
+    kernel_split: Mapping[str, Any] | None = field(default=None, compare=False)
     parallel: ParallelMark | None = None  # measured beside other points (`sizer sweep --parallel`)
     interference_check: str = ""  # the key of the shape it checks, measured both beside others and alone
     real_instance: bool = False  # measured on the whole real instance (`sizer.fleet`), not emulated

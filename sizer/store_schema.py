@@ -254,6 +254,7 @@ def point_from_result(row: Any, result: Result) -> Point:
         gpu_mem_peak_gib=None if peak is None else peak / 2**30,
         device_read_mbps=device,
         host_probe_mbps=_host_probe(extra),
+        kernel_split=counters.get("gpu_kernel_split") if isinstance(counters.get("gpu_kernel_split"), dict) else None,
         parallel=_parallel_mark(extra),
         interference_check=str(extra.get("interference_check") or ""),
         real_instance=bool(extra.get("real_instance")),

@@ -128,7 +128,7 @@ def test_the_split_is_read_from_the_ceiling_point_first():
 
     def point(input_: str, record: dict | None, status: str = "ok") -> Point:
         return Point("w", 16, 32.0, "local-nvme", 1000.0, "images/s", status=status, input=input_,
-                     extra={} if record is None else {gs.SPLIT_KEY: record})
+                     kernel_split=record)
 
     other, ceiling = {"samples": 1.0, "tensor_s": 1.0}, {"samples": 2.0, "tensor_s": 1.0}
     assert gs.recorded_split([point("files", other), point("synthetic", ceiling)]) is ceiling

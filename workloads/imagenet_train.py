@@ -20,12 +20,12 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from workloads.batch_buffers import RegisteredCopy, use_registered_buffers
 from workloads import distributed
+from workloads.batch_buffers import RegisteredCopy, use_registered_buffers
 from workloads.distributed import DATA_PARALLEL, data_parallel, run_ranks
 from workloads.gpu_augment import GpuAugment, collate_raw
-from workloads.image_loader import DECODERS, INPUTS, Feed, ImageSamples, image_feed, open_images, run_feed
 from workloads.gpu_memory_use import allocator_peaks
+from workloads.image_loader import DECODERS, INPUTS, Feed, ImageSamples, image_feed, open_images, run_feed
 from workloads.image_transforms import NORMALIZE, DeviceInput, train_transform
 from workloads.kernel_split import record_split
 from workloads.loop import is_cuda, synthetic_batches

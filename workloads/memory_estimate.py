@@ -134,7 +134,6 @@ def _tracking_mode(live: _Live, phase: _Phase):
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
-
     from torch.utils.flop_counter import flop_registry
 
     from workloads.op_costs import rnn_flops

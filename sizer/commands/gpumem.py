@@ -9,10 +9,17 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from sizer import gpumem as lib
+from sizer.catalog import builtin_rows
 from sizer.commands.options import finite, json_flag
-from sizer.console import console, emit, err_console, print_table
+from sizer.console import console, emit, err_console, print_table, styled
+from sizer.datasets import ensure_ptb
 from sizer.errors import SizerError
+from sizer.lock import HostLock
 from sizer.model.gpu_memory import DEFAULT_MARGIN, GIB
+from sizer.probe import gpu_info
+from sizer.sweep.plan import default_data_dir
+from workloads import load_all
 
 MEASURE_NEEDS_GPU = "measuring GPU memory needs a GPU: none is visible here (the analytic estimate needs none)"
 
@@ -39,11 +46,11 @@ def _render(data: dict[str, Any]) -> None:
     print_table(table)
     for name, fit in data["fits"].items():
         worst = max(abs(r["relative"]) for r in fit["residuals"])
-        console.print(f"  [dim]{name}: {_gib(fit['fixed_bytes'])} GiB + {fit['per_sample_bytes'] / 2**20:,.1f} MiB "
-                      f"per sample (largest residual {worst:.1%})[/dim]")
+        console.print(styled((f"  {name}: {_gib(fit['fixed_bytes'])} GiB + {fit['per_sample_bytes'] / 2**20:,.1f} MiB "
+                              f"per sample (largest residual {worst:.1%})", "dim")))
     for note in (data["measure_note"], data["analytic_note"]):
         if note:
-            console.print(f"[yellow]{note}[/yellow]")
+            console.print(styled((note, "yellow")))
     cards = Table(title=f"Largest batch per card, {data['margin']:.0%} of it kept free", title_justify="left")
     for column in ("card GiB", "GPUs", "measured", "analytic"):
         cards.add_column(column, justify="left" if column == "GPUs" else "right", no_wrap=column != "GPUs")
@@ -53,8 +60,8 @@ def _render(data: dict[str, Any]) -> None:
                                                                  card["largest_batch_analytic"])))
     print_table(cards)
     if data["analytic"]:
-        console.print("[dim]analytic: the step's tensors and library workspaces; the card also holds the CUDA "
-                      "context and the allocator's cache (the measured device column)[/dim]")
+        console.print(styled(("analytic: the step's tensors and library workspaces; the card also holds the CUDA "
+                              "context and the allocator's cache (the measured device column)", "dim")))
 
 
 def gpumem(
@@ -79,11 +86,6 @@ def gpumem(
 
     Example: sizer gpumem resnet50-train --batches 32,64,128,256 --json
     """
-    from sizer import gpumem as lib
-    from sizer.catalog import builtin_rows
-    from sizer.lock import HostLock
-    from sizer.probe import gpu_info
-
     if not 0 <= margin < 1:
         raise SizerError(f"--margin must be in [0, 1), got {margin:g}")
     config = lib.check_workload(workload)
@@ -98,7 +100,7 @@ def gpumem(
         report.analytic_note = "the analytic estimate needs torch and torchvision (pip install 'sizer[torch]')"
     if measure is not False and has_gpu:
         data_dir = _dataset(workload, data)
-        say = None if as_json else (lambda text: err_console.print(f"[dim]{workload}: {text}[/dim]"))
+        say = None if as_json else (lambda text: err_console.print(styled((f"{workload}: {text}", "dim"))))
         with HostLock():  # one measurement per host at a time, as a sweep's
             report.measured = lib.measure_ladder(workload, ladder, config, data_dir, progress=say)
     elif not has_gpu:
@@ -112,12 +114,8 @@ def gpumem(
 
 def _dataset(workload: str, data: Path | None) -> Path | None:
     """The corpus folder of a workload that reads one (the PTB LSTM), made where missing."""
-    from workloads import load_all
-
     if load_all()[workload].dataset != "ptb":
         return None
-    from sizer.datasets import ensure_ptb
-    from sizer.sweep.plan import default_data_dir
 
     folder = (data or default_data_dir()) / "ptb"
     ensure_ptb(folder, progress=False)

@@ -39,7 +39,7 @@ from sizer.points import Point
 from sizer.variants import SYNTHETIC_INPUT
 
 MEASURED, ANALYTIC = "measured", "analytic"
-SPLIT_KEY = "gpu_kernel_split"  # the counter a profiled ceiling point records, and its key in Point.extra
+SPLIT_KEY = "gpu_kernel_split"  # the counter a profiled ceiling point records (`Point.kernel_split`)
 # An analytic split cannot know how close its kernels come to their roofline. Profiled on an H200,
 # ResNet-50's kernels reached 36-54% of it (bf16 training and inference, batch 256; the LSTM's far
 # less): an analytic split spans kernels at 1/SPAN to all of their roofline, its point reading at
@@ -257,9 +257,10 @@ def split_for(record: dict[str, Any] | None, ceiling: float, source: GpuSpec,
 
 
 def recorded_split(points: Sequence[Point]) -> dict[str, Any] | None:
-    """The kernel split a workload's points carry (`Point.extra[SPLIT_KEY]`, copied there from the
-    point's counter when the store is read): a usable synthetic-input point's first, else any usable
-    point's (the PTB LSTM's corpus is on the GPU at every point); None where none was recorded."""
-    usable = [p for p in points if p.usable and isinstance(p.extra.get(SPLIT_KEY), dict)]
+    """The kernel split a workload's points carry (`Point.kernel_split`, the point's counter as the
+    store reads it): a usable synthetic-input point's first, else any usable point's (the PTB LSTM's
+    corpus is on the GPU at every point); None where none was recorded."""
+    usable = [p for p in points if p.usable and p.kernel_split]
     usable.sort(key=lambda p: p.input != SYNTHETIC_INPUT)
-    return usable[0].extra[SPLIT_KEY] if usable else None
+    split = usable[0].kernel_split if usable else None
+    return split if isinstance(split, dict) else None
