@@ -23,7 +23,9 @@ from sizer.commands.options import (
     finite,
     gpu_flag,
     json_flag,
+    positive,
 )
+from sizer.commands.rank import ANY_GPU, rank_workload, render_ranking
 from sizer.console import console, emit, print_table, styled
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import NothingSized, SizerError
@@ -128,6 +130,42 @@ def sizing_dict(sizing: Sizing) -> dict[str, Any]:
     }
 
 
+def _recommend_any(points: list[Point], sweeps: list[Any], table: dict[str, Any], catalog: list[Path] | None,
+                   cloud: list[str] | None, workload: list[str] | None, tolerance: float, confidence: float,
+                   dataset_gib: float | None, job_samples: float | None, target_calibration: float | None,
+                   cpu_cost: bool, min_rate: float | None, as_json: bool) -> None:
+    """`--gpu any`: each workload's ranking of every GPU type (`sizer.commands.rank`)."""
+    rows = load_catalog(tuple(catalog or ()), clouds=cloud, known_disks=table.keys())
+    terms = SizingTerms(tuple(rows), ANY_GPU, table, tolerance, confidence, dataset_gib, job_samples,
+                        target_calibration, host_speeds=sweep_host_speeds(s.calibration for s in sweeps))
+    fits = _fit(points, dataset_gib, table, cpu_cost)
+    groups = _chosen_groups(group_points(combine_passes(points)), workload)
+    rankings: list[dict[str, Any]] = []
+    for name in sorted(groups):
+        why = unsized_reason(groups[name]) or (None if name in fits else "no usable point")
+        if why:
+            rankings.append({"workload": name, "unit": groups[name][0].unit, "ranking": [], "reason": why})
+            continue
+        rankings.append(rank_workload(name, groups[name], fits[name], rows, terms, min_rate))
+    data = {"gpu": ANY_GPU, "tolerance": tolerance, "confidence": confidence, "min_rate": min_rate,
+            "rankings": rankings}
+    emit(data, as_json, render_ranking)
+    if not any(row["chosen"] for entry in rankings for row in entry["ranking"]):
+        reasons = "; ".join(f"{entry['workload']}: {entry['reason'] or 'no GPU type meets the tolerance'}"
+                            for entry in rankings)
+        raise NothingSized(f"no workload could be sized on any GPU ({reasons})")
+
+
+def _chosen_groups(groups: dict[str, list[Point]], workload: list[str] | None) -> dict[str, list[Point]]:
+    """The groups `--workload` names (all where it names none); an unknown name is refused."""
+    if not workload:
+        return groups
+    missing = [w for w in workload if w not in groups]
+    if missing:
+        raise SizerError(f"no workload {missing[0]!r} in the points (there: {', '.join(sorted(groups))})")
+    return {w: groups[w] for w in workload}
+
+
 def _unsized_dict(name: str, points: list[Point], why: str) -> dict[str, Any]:
     """A workload its points cannot size: no recommendation, and the reason."""
     return {
@@ -204,7 +242,8 @@ def _render_recommend(data: dict[str, Any]) -> None:
 
 
 def recommend(
-    gpu: Annotated[Optional[str], gpu_flag("GPU model to size for (default: the measured GPU).")] = None,
+    gpu: Annotated[Optional[str], gpu_flag(
+        "GPU model to size for (default: the measured GPU); 'any': every GPU type, ranked by cost per sample.")] = None,
     store: StoreInput = None,
     input_file: PointsInput = None,
     catalog: CatalogFiles = None,
@@ -221,6 +260,10 @@ def recommend(
     workload: Annotated[Optional[list[str]], typer.Option("--workload", help="Only these workloads; repeatable.")] = None,
     disk_classes: DiskCapsFile = None,
     cpu_cost: CpuCostFit = False,
+    min_rate: Annotated[Optional[float], typer.Option(
+        "--min-rate", callback=lambda v: positive(v, "--min-rate"),
+        help="With --gpu any: leave out GPU types whose pick reads less than this (the unit's rate) at the "
+             "pessimistic end: a job with a deadline is not sent to the cheapest slow card.")] = None,
     as_json: JsonTables = False,
 ) -> None:
     """Recommend the cheapest instance and disk class that keeps the GPU within tolerance of its ceiling.
@@ -230,11 +273,26 @@ def recommend(
     without a usable measurement with real input gets no recommendation; when no workload has
     one, the exit code is 3.
 
-    Example: sizer recommend --store results/sizer.db --gpu H100 --catalog my-prices.csv --job-samples 115.2e6
+    With --gpu any, every GPU type of the catalogs is ranked by cost per million samples: the
+    measured GPU as measured, the others with the ceiling predicted from it (labelled predicted),
+    each with its own vCPU, RAM and disk answer; a GPU type whose cards cannot hold the job's
+    measured GPU memory is left out, with the reason.
+
+    Examples:
+
+      sizer recommend --store results/sizer.sqlite --gpu H100 --catalog my-prices.csv --job-samples 115.2e6
+
+      sizer recommend --store results/sizer.sqlite --gpu any --min-rate 2000
     """
+    if min_rate is not None and (gpu or "").strip().lower() != ANY_GPU:
+        raise SizerError("--min-rate ranks GPU types: give it with --gpu any")
     table = load_disk_classes(disk_classes)
     inputs = load_inputs(store, input_file, table)
     points = inputs["points"]
+    if (gpu or "").strip().lower() == ANY_GPU:
+        _recommend_any(points, inputs["sweeps"], table, catalog, cloud, workload, tolerance, confidence, dataset_gib,
+                       job_samples, target_calibration, cpu_cost, min_rate, as_json)
+        return
     measured = sorted({normalize_gpu(p.gpu_model) for p in points if p.gpu_model})
     target = gpu or (measured[0] if len(measured) == 1 else None)
     if not target:
@@ -246,12 +304,7 @@ def recommend(
     terms = SizingTerms(tuple(rows), target, table, tolerance, confidence, dataset_gib, job_samples,
                         target_calibration, host_speeds=sweep_host_speeds(s.calibration for s in inputs["sweeps"]))
     fits = _fit(points, dataset_gib, table, cpu_cost)
-    groups = group_points(combine_passes(points))
-    if workload:
-        missing = [w for w in workload if w not in groups]
-        if missing:
-            raise SizerError(f"no workload {missing[0]!r} in the points (there: {', '.join(sorted(groups))})")
-        groups = {w: groups[w] for w in workload}
+    groups = _chosen_groups(group_points(combine_passes(points)), workload)
     recs = []
     for name in sorted(groups):
         # A workload without a usable real-input measurement gets no recommendation, only its reason.

@@ -235,6 +235,10 @@ def fit_for_gpu(fit: WorkloadFit, target_gpu: str, table: GpuTable, split: TimeS
         note=f"predicted from the {source.gpu}'s {measured.value:,.0f} ({split.method} time split)")
     out = copy.copy(fit)
     out.params = params
+    # What a shape measured on the source GPU delivered, the target's ceiling permitting: its CPU and
+    # disk feed any GPU alike, so on a slower GPU it reads at most the predicted ceiling.
+    out.residuals = [(_capped(p, predicted.value), min(float(y), predicted.value)) for p, y in fit.residuals]
+    out.loo = [(_capped(p, predicted.value), min(float(y), predicted.value)) for p, y in fit.loo]
     out.gpu_model = target.gpu
     out.gpu_memory_gib = target.memory_gib
     out.notes = [*fit.notes, f"GPU ceiling predicted for the {target.gpu} from the {source.gpu} "
@@ -242,6 +246,14 @@ def fit_for_gpu(fit: WorkloadFit, target_gpu: str, table: GpuTable, split: TimeS
                  f"{split.other:.0%} other, {split.latency:.0%} latency)"]
     out.refit_without = None  # a refit would measure the source GPU again, not this one
     return out
+
+
+def _capped(point: Point, ceiling: float) -> Point:
+    """A measured point seen through another GPU's ceiling (its rate and its passes' at most that)."""
+    if point.throughput <= ceiling and all(r <= ceiling for r in point.pass_rates):
+        return point
+    return dataclasses.replace(point, throughput=min(point.throughput, ceiling),
+                               pass_rates=tuple(min(r, ceiling) for r in point.pass_rates))
 
 
 def split_for(record: dict[str, Any] | None, ceiling: float, source: GpuSpec,
