@@ -54,6 +54,7 @@ def store_with_points(path: Path, points, *, gpu_name: str = H100, calibration: 
                 throughput=p.throughput, spread=p.spread, bottleneck=p.bottleneck,
                 counters={"measured_samples": samples, "read_bytes": (p.read_mb_per_sample or 0) * 1e6 * samples,
                           "peak_rss_bytes": (p.footprint_gib or 0) * 2**30, "gpu_name": p.gpu_model,
+                          **({"gpu_util_pct": p.gpu_util_pct} if p.gpu_util_pct is not None else {}),
                           # the window's CPU cost, where a test gives it (`--cpu-cost` reads it)
                           **({"cpu_util_per_vcpu": p.cpu_util_per_vcpu,
                               "cpu_ms_per_sample": p.cpu_ms_per_sample} if p.cpu_ms_per_sample else {})},
