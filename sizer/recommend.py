@@ -28,6 +28,7 @@ from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.model import Prediction, WorkloadFit, meets_tolerance
 from sizer.model.decision import Judge, ShapeFigure, untrusted_words
 from sizer.model.scaling import GpuScaling, shared_cache_ram_gib
+from sizer.units import unit_noun
 
 
 @dataclass
@@ -61,6 +62,9 @@ class Option:
     # A multi-GPU row: its per-GPU rate's factor for the GPU count (sizer.model.scaling), and what that assumes.
     gpu_efficiency: float = 1.0
     scaling_note: str = ""
+    # Its figure stands at a ceiling that is only a lower bound: at least the best measured, never "100%".
+    at_lower_bound: bool = False
+    why_not: str = ""  # where it does not meet the tolerance, why, in a few words
 
 
 @dataclass
@@ -83,6 +87,24 @@ class Recommendation:
     model_trusted: bool = True  # enough shapes held out, their max error within TRUST_FACTOR tolerances
     optimistic: Option | None = None  # the pick at the optimistic end, where it differs from `chosen`
     disagreements: list[dict[str, Any]] = field(default_factory=list)  # model vs measured beyond the tolerance
+
+
+def lower_bound_reached(rate: float, fit: WorkloadFit) -> bool:
+    """Whether a rate stands at a ceiling that is only a lower bound (held at the best measurement):
+    such a share is never said to be 100%, only at least the best measured."""
+    return fit.params["gpu_ceiling"].bound == "lower" and rate >= fit.ceiling * (1 - 1e-9)
+
+
+def share_words(rate: float, fit: WorkloadFit) -> str:
+    """A rate's share of the ceiling in words (see `lower_bound_reached`)."""
+    return "at least the best measured" if lower_bound_reached(rate, fit) else f"{rate / fit.ceiling:.0%}"
+
+
+def share_phrase(rate: float, fit: WorkloadFit) -> str:
+    """`share_words` with what it is a share of."""
+    if lower_bound_reached(rate, fit):
+        return "at least the best measured rate (the ceiling is a lower bound)"
+    return f"{rate / fit.ceiling:.0%} of the {fit.ceiling_name}"
 
 
 def _fmt(x: float) -> str:
@@ -318,7 +340,23 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
         if option.model_predicted is not None:
             option.model_predicted *= share.efficiency
     option.reason = "; ".join(_option_reasons(sizing, option, share, pred.ram_needed_gib))
+    option.at_lower_bound = lower_bound_reached(option.predicted, sizing.fit)
+    option.why_not = "" if option.meets else _why_not(sizing, option)
     return option
+
+
+def _why_not(sizing: _Sizing, option: Option) -> str:
+    """Why an option whose figure meets the tolerance falls short, in a few words: not judged, only
+    at the optimistic end of its range, or a ceiling the model cannot show reached ("": its figure
+    is below the bound, which its bottleneck explains)."""
+    if option.basis == "not judged":
+        return "not judged: it contains no measured shape and the model is not trusted"
+    if not sizing.meets(option.predicted):
+        return ""
+    if _model_short_of_lower_bound(sizing, option):
+        return "the ceiling is a lower bound: the model cannot show a shape reaches it"
+    low = option.share_pessimistic
+    return ("meets only at the optimistic end" + (f": {low:.0%} at the pessimistic end" if low is not None else ""))
 
 
 def _option_reasons(sizing: _Sizing, option: Option, share: _Share, ram_needed_gib: float | None) -> list[str]:
@@ -328,12 +366,12 @@ def _option_reasons(sizing: _Sizing, option: Option, share: _Share, ram_needed_g
     if x <= 0:
         why.append("the workload's memory footprint does not fit")
     elif option.meets:
-        why.append(f"{x / fit.ceiling:.0%} of the {fit.ceiling_name}{_range_text(option)}")
+        why.append(f"{share_phrase(x, fit)}{_range_text(option)}")
     elif _model_short_of_lower_bound(sizing, option):
-        why.append(f"{x / fit.ceiling:.0%} of the {fit.ceiling_name}{_range_text(option)}, the model's figure: the "
+        why.append(f"{share_phrase(x, fit)}{_range_text(option)}, the model's figure: the "
                    f"{fit.ceiling_name} is a lower bound, which the model can show a shape falls short of, not reaches")
     else:
-        why.append(f"{x / fit.ceiling:.0%} of the {fit.ceiling_name}{_range_text(option)}: {bottleneck}-bound")
+        why.append(f"{share_phrase(x, fit)}{_range_text(option)}: {bottleneck}-bound")
         if bottleneck == "memory" and ram_needed_gib:
             why.append(f"about {ram_needed_gib:.3g} GiB would cache enough of the dataset")
     peak = fit.usl_peak_vcpus()
@@ -473,10 +511,12 @@ def _no_choice(sizing: _Sizing, considered: list[Option], gpu: str) -> tuple[Opt
     if priced:
         judged = [o for o in priced if o.basis != "not judged"] or priced
         closest = max(judged, key=lambda o: (round(o.predicted, 6), -_cents(o), -o.instance.gpu_count))
-        return closest, (f"no {gpu} instance in the catalog reaches {1 - sizing.tolerance:.0%} of the "
+        # Where the fastest one's figure meets the bound, what is missing is certainty, not speed.
+        shown = "is shown to reach" if sizing.meets(closest.predicted) else "reaches"
+        return closest, (f"no {gpu} instance in the catalog {shown} {1 - sizing.tolerance:.0%} of the "
                          f"{fit.ceiling_name} ({_fmt(fit.ceiling)} {fit.unit}); the fastest, "
                          f"{closest.instance.instance_type} with a {closest.disk_class} disk, is predicted at "
-                         f"{_fmt(closest.predicted)} {fit.unit} ({closest.predicted / fit.ceiling:.0%}), "
+                         f"{_fmt(closest.predicted)} {fit.unit} ({share_words(closest.predicted, fit)}), "
                          f"bound by {closest.bottleneck}{_shortfall_text(sizing, closest)}")
     meeting = [o for o in considered if o.meets]
     if meeting:
@@ -530,7 +570,8 @@ def _chosen_reason(chosen: Option, ceiling, unit, gpu, tolerance, rejected: list
         f"{inst.instance_type} ({inst.cloud}{', ' + inst.region if inst.region else ''}) with a {chosen.disk_class} disk "
         f"is the cheapest {gpu} option predicted within {tolerance:.0%} of the {ceiling_name}: "
         f"{_fmt(chosen.predicted)} of {_fmt(ceiling)} {unit}",
-        f"{_money(chosen.price_per_gpu_hour)} per GPU-hour, {_money(chosen.cost_per_million)} per million samples",
+        f"{_money(chosen.price_per_gpu_hour)} per GPU-hour, {_money(chosen.cost_per_million)} per million "
+        f"{unit_noun(unit)}",
     ]
     if inst.gpu_count > 1:
         parts.append(f"sized by its per-GPU share ({chosen.share_vcpus:g} vCPUs, {chosen.share_memory_gib:g} GiB)")

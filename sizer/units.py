@@ -99,3 +99,10 @@ def parse_duration(text: str, what: str) -> float:
     if not (math.isfinite(seconds) and seconds > 0):
         raise SizerError(f"{what}: a duration must be positive, got {text!r}")
     return seconds
+
+
+def unit_noun(unit: str) -> str:
+    """What a throughput unit counts: "images/s" -> "images", "tokens/s" -> "tokens" (a cost is per
+    million of them)."""
+    noun = unit.split("/")[0].strip()
+    return noun or "samples"

@@ -376,7 +376,8 @@ def test_a_sweeps_report_is_written_at_its_confidence(tmp_path):
     path = store_with_points(tmp_path / "sizer.sqlite", make_points())
     with Store(path) as store:
         sweep_id = store.sweeps()[0].id
-    files, _ = write_sweep_report(path, [sweep_id], tmp_path / "out", confidence=0.6)
+    files, _, answers = write_sweep_report(path, [sweep_id], tmp_path / "out", confidence=0.6)
+    assert [a["workload"] for a in answers] == ["resnet50-train"]
     results = json.loads(Path(files["results.json"]).read_text())
     assert results["confidence"] == 0.6
     assert all(wl["recommendation"]["confidence"] == 0.6 for wl in results["workloads"] if wl["recommendation"])

@@ -21,11 +21,12 @@ def measure_and_report(opts: SweepOptions, progress: bool = True, on_point: OnPo
     summary = run_fleet(opts, progress, on_point) if opts.fleet is not None else run_sweep(opts, progress, on_point)
     if opts.dry_run or not opts.report or opts.out_dir is None:
         return summary
-    files, not_sized = write_sweep_report(
+    files, not_sized, answers = write_sweep_report(
         summary["store"], summary["sweep_ids"], opts.out_dir, gpu=opts.gpu, command=opts.command,
         catalog_files=opts.catalog_files, disk_classes=load_disk_classes(opts.disk_classes_file),
         confidence=opts.confidence)
     summary["outputs"] = files
+    summary["answers"] = answers
     if not_sized and summary.get("complete"):  # a slice with points to go may size them yet
         summary["not_sized"] = not_sized
     return summary

@@ -267,6 +267,36 @@ def render_sweep(data: dict[str, Any]) -> None:
     console.print(f"store: {data.get('store')}")
     for note in data.get("notes", []):
         console.print(styled((note, "yellow")))
+    render_answers(data.get("answers") or [], (data.get("outputs") or {}).get("report.html"))
+
+
+def _share_words(answer: dict[str, Any]) -> str:
+    share, low, high = answer.get("share"), answer.get("share_low"), answer.get("share_high")
+    if share is None:
+        return ""
+    spread = "" if low is None or high is None or f"{low:.0%}" == f"{high:.0%}" else f" ({low:.0%}-{high:.0%})"
+    return f"{share:.0%}{spread}"
+
+
+def render_answers(answers: list[dict[str, Any]], report: str | None) -> None:
+    """Each workload's pick or why there is none, its share of the ceiling and its knee, in a table
+    that fits 80 columns; then where the report is. The last thing a sweep prints."""
+    if not answers:
+        return
+    table = Table(title="the answer", title_justify="left", width=min(console.width, 80))
+    table.add_column("workload", overflow="fold")
+    table.add_column("pick (disk)", overflow="fold")
+    table.add_column("of ceiling", justify="right")
+    table.add_column("knee vCPUs", justify="right")
+    for a in answers:
+        pick = "none" if a["instance"] is None else f"{a['instance']} ({a['disk_class']})"
+        table.add_row(a["workload"], pick, _share_words(a), a["knee"])
+    console.print(table)
+    for a in answers:
+        if a["instance"] is None and a.get("reason"):
+            console.print(styled((a["workload"], "bold"), f": no pick: {a['reason']}"))
+    if report:
+        console.print(f"the report: {report}")
 
 
 # The options of `sweep` alone.

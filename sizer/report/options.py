@@ -9,6 +9,7 @@ from typing import Any
 from sizer.catalog import whole_cents
 from sizer.recommend import Recommendation
 from sizer.sizing import option_json
+from sizer.units import unit_noun
 from sizer.values import finite_number
 
 
@@ -38,6 +39,17 @@ def _figure_words(option: dict[str, Any], unit: str) -> str:
     return f"The model predicts {option['predicted']:,.0f} {unit}"
 
 
+def _share_words(c: dict[str, Any], ceiling_name: str, rec: dict[str, Any], unit: str) -> str:
+    """The chosen option's share of the ceiling with its range; at a ceiling that is only a lower
+    bound, at least the best measured (never "100%")."""
+    if c.get("at_lower_bound"):
+        return f", at least the best measured rate ({rec['ceiling']:,.0f} {unit}; the {ceiling_name} is a lower bound)"
+    if c.get("fraction_of_ceiling") is None:
+        return ""
+    return (f", {c['fraction_of_ceiling']:.0%} of the {ceiling_name} ({rec['ceiling']:,.0f} {unit})"
+            + _range_words(c, rec.get("confidence")))
+
+
 def _range_words(option: dict[str, Any], confidence: float | None) -> str:
     low, high = option.get("share_pessimistic"), option.get("share_optimistic")
     if confidence is None or low is None or high is None or f"{low:.0%}" == f"{high:.0%}":
@@ -54,15 +66,13 @@ def summary_sentence(name: str, unit: str, rec: dict[str, Any] | None, why_none:
     ceiling_name = rec.get("ceiling_name", "GPU ceiling")
     parts = [
         f"Choose {c['instance_type']} ({c['cloud']}, {c['region']}) with {c['disk_class']} storage.",
-        _figure_words(c, unit)
-        + (f", {c['fraction_of_ceiling']:.0%} of the {ceiling_name} ({rec['ceiling']:,.0f} {unit})"
-           if c.get("fraction_of_ceiling") is not None else "")
-        + _range_words(c, rec.get("confidence")) + ".",
+        _figure_words(c, unit) + _share_words(c, ceiling_name, rec, unit) + ".",
     ]
     if c.get("price_per_gpu_hour") is not None:
         per = " per GPU" if c.get("gpu_count", 1) > 1 else ""
         parts.append(f"It costs ${c['price_per_gpu_hour']:,.2f} an hour{per}" + (
-            f", ${c['cost_per_million']:,.2f} per million samples." if c.get("cost_per_million") is not None else "."))
+            f", ${c['cost_per_million']:,.2f} per million {unit_noun(unit)}." if c.get("cost_per_million") is not None
+            else "."))
     rejected = rec["rejected_cheaper"]
     if rejected:
         reasons = Counter(o["bottleneck"] or "below the bound" for o in rejected)

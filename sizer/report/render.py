@@ -14,6 +14,7 @@ from sizer.points import Point, write_points_csv
 from sizer.preflight import write_failure
 from sizer.report.charts import workload_charts
 from sizer.report.context import build_context
+from sizer.units import unit_noun
 from sizer.values import finite_number
 
 
@@ -81,7 +82,7 @@ def render_html(context: dict[str, Any]) -> str:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=format_number, pct=format_percent, money=format_money, gib=format_gib)
+    env.filters.update(num=format_number, pct=format_percent, money=format_money, gib=format_gib, noun=unit_noun)
     charts = {
         wl["workload"]: [dict(c, svg=Markup(c["svg"])) for c in workload_charts(wl, i)]
         for i, wl in enumerate(context["workloads"])

@@ -51,6 +51,9 @@ def option_json(option: Option, ceiling: float | None) -> dict[str, Any]:
         # A multi-GPU row's per-GPU rate factor for its GPU count, and what it assumes (sizer.model.scaling).
         "gpu_efficiency": significant(finite_number(option.gpu_efficiency), 4),
         "scaling_note": option.scaling_note or None,
+        # Its figure stands at a ceiling that is only a lower bound: say "at least the best measured".
+        "at_lower_bound": bool(option.at_lower_bound),
+        "why_not": option.why_not or None,
     }
 
 
