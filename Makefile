@@ -8,13 +8,24 @@ MXNET_VENV := .venv-mxnet
 # The default sweep's outputs (store, report.html, results.json, points.csv).
 OUT ?= results
 
-.PHONY: install system-deps fio chromium mxnet-env lint test sweep examples clean
+.PHONY: install install-measuring system-deps fio chromium mxnet-env lint test sweep examples clean
 
+# Everything: measuring, the tests and linters, and Ray for the fleet tests (`make test`).
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -e '.[torch,dev,ray]'
+	@touch $@ $(VENV)/.measuring
+
+# What measuring needs and no more (`make sweep`): no Ray, no linters. PyPI serves PyTorch with
+# its CUDA libraries on Linux whether or not the host has a GPU; a host with a CPU-only index
+# configured for pip gets the smaller wheels from there.
+install-measuring: $(VENV)/.measuring
+
+$(VENV)/.measuring: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[torch]'
 	@touch $@
 
 # fio measures disks; Chromium renders the report in its test. Both come from Debian's packages.
@@ -43,7 +54,7 @@ lint: install
 test: install system-deps mxnet-env lint
 	$(PY) -m pytest -q -rs --durations=15
 
-sweep: install fio
+sweep: install-measuring fio
 	$(SIZER) sweep --out $(OUT)
 
 # The committed examples, each rendered from its committed store by the command its README gives.
