@@ -86,3 +86,18 @@ def test_the_command_ranks_gpu_types_with_json(tmp_path, cli):
     assert all(r["reason"] for r in rows if r["left_out"])
     code, _, err = cli("recommend", "--gpu", "H100", "--min-rate", "10", "--store", path)
     assert code == 2 and "--min-rate ranks GPU types: give it with --gpu any" in err
+
+
+def test_the_reports_first_table_is_the_ranking_when_asked_for(tmp_path, cli):
+    points = [dataclasses.replace(p, gpu_util_pct=90.0) for p in make_points()]
+    path = store_with_points(tmp_path / "s.sqlite", points)
+    code, _, err = cli("report", "--store", path, "--out", tmp_path / "out", "--gpu", "any")
+    assert code == 0, err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    (entry,) = results["gpu_ranking"]
+    assert entry["workload"] == "resnet50-train" and len(entry["ranking"]) >= 6
+    assert results["target"]["source"] == "measured host"  # the cards stay the measured GPU's
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert html.index('id="gpu-ranking"') < html.index('id="recommendations"')
+    code, _, err = cli("report", "--store", path, "--out", tmp_path / "plain")
+    assert code == 0 and json.loads((tmp_path / "plain" / "results.json").read_text())["gpu_ranking"] is None

@@ -25,10 +25,11 @@ from sizer.commands.options import (
     json_flag,
     positive,
 )
-from sizer.commands.rank import ANY_GPU, rank_workload, render_ranking
+from sizer.commands.rank import render_ranking
 from sizer.console import console, emit, print_table, styled
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import NothingSized, SizerError
+from sizer.gpu_ranking import ANY_GPU, rank_workload
 from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.model import fit_points, group_points
 from sizer.points import Point, combine_passes, unsized_reason

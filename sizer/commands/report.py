@@ -24,6 +24,7 @@ from sizer.commands.options import (
 from sizer.console import console, emit, print_table, styled
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import NothingSized
+from sizer.gpu_ranking import ANY_GPU
 from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.preflight import check_out_folder
 from sizer.report import build_context, format_money, format_number, load_inputs, write_context
@@ -62,7 +63,9 @@ def report(
     out: ReportFolder,
     store: StoreInput = None,
     input_file: PointsInput = None,
-    gpu: Annotated[Optional[str], gpu_flag("GPU model to size for (default: the measured host's GPU).")] = None,
+    gpu: Annotated[Optional[str], gpu_flag(
+        "GPU model to size for (default: the measured host's GPU); 'any': the measured GPU's cards, and first "
+        "a table of every GPU type ranked by cost per sample (the others' ceilings predicted).")] = None,
     catalog: CatalogFiles = None,
     disk_classes: DiskClassesFile = None,
     tolerance: Tolerance = DEFAULT_TOLERANCE,
@@ -95,10 +98,11 @@ def report(
     check_out_folder(out, len(inputs["points"]))
     command = _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost,
                             disk_classes, confidence)
+    rank_gpus = (gpu or "").strip().lower() == ANY_GPU
     context = build_context(
         inputs["points"],
         sweeps=inputs["sweeps"],
-        gpu=gpu,
+        gpu=None if rank_gpus else gpu,
         tolerance=tolerance,
         catalog_files=tuple(catalog or ()),
         dataset_gib=dataset_gib,
@@ -109,6 +113,7 @@ def report(
         cpu_cost=cpu_cost,
         disk_classes=table,
         confidence=confidence,
+        rank_gpus=rank_gpus,
     )
     files = write_context(context, inputs["points"], out)
     emit(context if as_json else {"context": context, "files": files}, as_json, _render)

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sizer import __version__
+from sizer.catalog import InstanceType, load_catalog
 from sizer.diskclasses import DiskClass, load_disk_classes
 from sizer.errors import SizerError
+from sizer.gpu_ranking import rank_workload
 from sizer.interference import parallel_context
 from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.method import method_summary
@@ -209,14 +211,18 @@ def _catalog_summary(catalog: Sequence[Any], catalog_files: Sequence[str | Path]
 
 # ---------------------------------------------------------------------------- the target
 def _workloads(measured: list[Point], points: list[Point], terms: SizingTerms, cpu_cost: bool,
-               on: str = "") -> list[dict[str, Any]]:
-    """One entry per fitted group of points (a workload variant), in name order; `on` names their host."""
+               on: str = "", ranked: Sequence[InstanceType] = ()) -> list[dict[str, Any]]:
+    """One entry per fitted group of points (a workload variant), in name order; `on` names their
+    host. With `ranked` (every GPU type's catalog rows), each sized entry carries its `gpu_ranking`."""
     # Every measurement: the fit takes each shape at the median of its passes, after --cpu-cost's scaling.
     fits = fit_points(measured, dict(terms.disk_classes), dataset_gib=terms.dataset_gib, cpu_cost=cpu_cost)
     by_workload = group_points(points)
     out = []
     for name in sorted(by_workload):
-        entry = workload_context(f"{name} on {on}" if on else name, by_workload[name], fits.get(name), terms, cpu_cost)
+        label = f"{name} on {on}" if on else name
+        entry = workload_context(label, by_workload[name], fits.get(name), terms, cpu_cost)
+        if ranked and entry["sized"]:
+            entry["gpu_ranking"] = rank_workload(label, by_workload[name], fits[name], ranked, terms, None)
         if on:
             entry["host"] = {"label": on, "variant": name}
         out.append(entry)
@@ -224,18 +230,20 @@ def _workloads(measured: list[Point], points: list[Point], terms: SizingTerms, c
 
 
 def _workloads_per_host(measured: list[Point], points: list[Point], hosts: list[dict[str, Any]],
-                        sweeps: Sequence[SweepRow], terms: SizingTerms, cpu_cost: bool) -> list[dict[str, Any]]:
+                        sweeps: Sequence[SweepRow], terms: SizingTerms, cpu_cost: bool,
+                        ranked: Sequence[InstanceType] = ()) -> list[dict[str, Any]]:
     """Each workload measured on several hosts once per host, fitted on that host's points alone
     (sizer.report.hosts); every other workload once, as on one host."""
     shared = shared_workloads(measured)
     if not shared:
-        return _workloads(measured, points, terms, cpu_cost)
+        return _workloads(measured, points, terms, cpu_cost, ranked=ranked)
     alone = [p for p in measured if p.workload not in shared]
-    out = _workloads(alone, combine_passes(alone), terms, cpu_cost) if alone else []
+    out = _workloads(alone, combine_passes(alone), terms, cpu_cost, ranked=ranked) if alone else []
     labels = host_labels(hosts)
     for host_id, mine in points_by_host([p for p in measured if p.workload in shared]).items():
         own = dataclasses.replace(terms, host_speeds=sweep_host_speeds(s.calibration for s in sweeps if s.host_id == host_id))
-        out.extend(_workloads(mine, combine_passes(mine), own, cpu_cost, labels.get(host_id, f"host {host_id}")))
+        out.extend(_workloads(mine, combine_passes(mine), own, cpu_cost, labels.get(host_id, f"host {host_id}"),
+                              ranked))
     rank = {label: i for i, label in enumerate(labels.values())}  # hosts in the order their first sweep came
     return sorted(out, key=lambda w: (w["host"]["variant"], rank.get(w["host"]["label"], -1)) if "host" in w
                   else (w["workload"], -1))
@@ -257,6 +265,7 @@ def build_context(
     source: str = "",
     cpu_cost: bool = False,
     confidence: float = DEFAULT_CONFIDENCE,
+    rank_gpus: bool = False,
 ) -> dict[str, Any]:
     """Everything the report shows, as plain JSON-able data (results.json is this, versioned).
 
@@ -265,7 +274,8 @@ def build_context(
 
     Each shape is shown at the median of its passes. `cpu_cost`: the model is fitted on CPU-bound
     figures with each window's CPU time per sample taken out (`sizer.model.take_out_cpu_cost`); the
-    points shown stay as measured."""
+    points shown stay as measured. `rank_gpus`: every sized workload is also ranked across every GPU
+    type of the catalogs (`gpu_ranking`, the report's first table; `sizer.gpu_ranking`)."""
     measured = list(points)
     points = combine_passes(measured)
     if not points:
@@ -278,7 +288,8 @@ def build_context(
     catalog = target_catalog(target, gpu, catalog_files)
     terms = SizingTerms(tuple(catalog), target, disk_classes, tolerance, confidence, dataset_gib, job_samples,
                         host_speeds=sweep_host_speeds(s.calibration for s in sweeps))
-    workloads = _workloads_per_host(measured, points, hosts, sweeps, terms, cpu_cost)
+    ranked = load_catalog(user_files=tuple(catalog_files), builtin=True) if rank_gpus else []
+    workloads = _workloads_per_host(measured, points, hosts, sweeps, terms, cpu_cost, ranked)
     attach_adaptive(workloads, sweeps)  # `sizer sweep --strategy adaptive`: measured, predicted, why it stopped
     return jsonable({
         "schema_version": RESULTS_SCHEMA_VERSION,
@@ -294,6 +305,8 @@ def build_context(
         "cpu_cost": cpu_cost,
         "confidence": confidence,
         "workloads": workloads,
+        # `--gpu any`: each sized workload's GPU types by cost per million samples (null when not asked)
+        "gpu_ranking": [wl["gpu_ranking"] for wl in workloads if "gpu_ranking" in wl] if rank_gpus else None,
         "side_by_side": side_by_side(workloads),  # several hosts' answers per workload, None for one host
         "catalog": _catalog_summary(catalog, catalog_files),
         "hosts": hosts,

@@ -35,8 +35,11 @@ def format_percent(value: Any, digits: int = 1) -> str:
 
 
 def format_money(value: Any) -> str:
+    """Dollars in cents, and an amount under ten cents in four decimals (a million tokens can cost $0.0137)."""
     number = finite_number(value)
-    return "–" if number is None else f"${number:,.2f}"
+    if number is None:
+        return "–"
+    return f"${number:,.4f}" if 0 < abs(number) < 0.1 else f"${number:,.2f}"
 
 
 def format_gib(value: Any) -> str:
