@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workloads import stats
+from workloads.pairing import PairSync
 from workloads.protocol import NOISY, OK, Result
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -272,6 +273,9 @@ class GpuSampler:
         self.period_s = period_s
         self.util: list[float] = []
         self.mem_used: list[int] = []
+        self.mem_util: list[float] = []  # the share of time device memory was read or written
+        self.pcie_rx_kbps: list[float] = []  # host-to-device PCIe traffic (NVML's KB/s, over 20 ms)
+        self._pcie = True
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handle = None
@@ -296,10 +300,18 @@ class GpuSampler:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self.util.append(float(self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu))
+                rates = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
+                self.util.append(float(rates.gpu))
+                self.mem_util.append(float(rates.memory))
                 self.mem_used.append(int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used))
             except Exception:
                 return
+            if self._pcie:
+                try:
+                    self.pcie_rx_kbps.append(float(self._nvml.nvmlDeviceGetPcieThroughput(
+                        self._handle, self._nvml.NVML_PCIE_UTIL_RX_BYTES)))
+                except Exception:  # a GPU or driver without the counter: the rest is still sampled
+                    self._pcie = False
             self._stop.wait(self.period_s)
 
     def start(self) -> None:
@@ -313,12 +325,17 @@ class GpuSampler:
             self._thread.join(timeout=2)
         if not self.util:
             return {}
-        return {
+        out: dict[str, Any] = {
             "gpu_name": self.name,
             "gpu_util_pct": stats.median(self.util),
             "gpu_util_mean_pct": sum(self.util) / len(self.util),
             "gpu_mem_peak_bytes": max(self.mem_used),
         }
+        if self.mem_util:
+            out["gpu_mem_util_pct"] = sum(self.mem_util) / len(self.mem_util)
+        if self.pcie_rx_kbps:
+            out["pcie_rx_mbps"] = sum(self.pcie_rx_kbps) / len(self.pcie_rx_kbps) * 1024 / 1e6
+        return out
 
 
 # ---------------------------------------------------------------- the steady-state meter
@@ -349,6 +366,10 @@ class Meter:
     140 MB/s throttle gave window rates from 440 to 3,909 images/s over a 3 s window). When the
     budget runs out first the meter goes on to `HARD_STOP` times the budget, then marks the
     window short.
+
+    A worker started as one job of a pair (`workloads.pairing`: the environment says so) waits for
+    its partner at its first step, measures for its whole budget, and after its window runs on,
+    unmeasured, until the partner's window is closed too; its figures are those of its window.
     """
 
     HARD_STOP = 1.6
@@ -398,10 +419,12 @@ class Meter:
         self._tracked_before: list[dict[str, float]] = []
         self._drained: dict[str, float] = {}
         self._open_at = 1 << 62  # steps after which a draining meter opens its window (set by `drained`)
+        self._pair = PairSync.from_env()  # one job of a pair on one GPU, else None
+        self._closed: dict[str, Any] | None = None  # the window's end, where it closed before `finish`
 
     @property
     def measuring(self) -> bool:
-        return self._t_measure is not None
+        return self._t_measure is not None and self._closed is None
 
     def track(self, read: Callable[[], dict[str, float]], derive: Callable[[dict], None] | None = None) -> None:
         """Counters of the workload's own, cumulative (`read` returns them by name): read when the
@@ -438,8 +461,13 @@ class Meter:
         self._open_at = len(self.steps) + self.round_steps
 
     def step(self, seconds: float, samples: float) -> None:
+        if self._closed is not None:
+            return  # a pair's job running on after its window, for its partner's
         if not self.steps:
             self.timeline["first_step_done"] = process_age_s()
+            if self._pair is not None:
+                self._pair.start()  # the budget runs from the moment both jobs are ready
+                self.timeline["partner_ready"] = process_age_s()
             self._t_start = time.perf_counter()
         if self._t_measure is None and self.warmup_steps == 0 and not self.drain and not self.warmup_s:
             self._open_window(self._snapshot(), ago_s=seconds)  # no warm-up: the first step is measured whole
@@ -462,6 +490,22 @@ class Meter:
         return self._measured_steps < self.min_steps
 
     def done(self) -> bool:
+        if self._pair is None:
+            return self._window_done()
+        if self._closed is None:
+            if not self._window_done():
+                return False
+            self._close_window()
+            self._pair.window_closed()
+        return self._pair.may_stop()
+
+    def _close_window(self) -> None:
+        """The window ends now, though the job runs on: what `finish` reads at its end, read now."""
+        self._closed = {"t": time.perf_counter(), "after": tree_counters(), "steal": steal_seconds(),
+                        "tracked": [read() for read, _ in self._tracked], "age": process_age_s(),
+                        "gpu": self._gpu.stop() if self._gpu is not None else {}}
+
+    def _window_done(self) -> bool:
         elapsed = self.elapsed()
         if elapsed >= self.HARD_STOP * self.time_budget_s and self._measured_steps >= self.n_windows:
             return True
@@ -469,6 +513,8 @@ class Meter:
             return False
         if elapsed >= self.time_budget_s:
             return True
+        if self._pair is not None:
+            return False  # a pair's windows run their whole budget, so they close together
         if self._measured_s < self.min_seconds or self._measured_s < self._next_check_s:
             return False
         self._next_check_s = self._measured_s + self.CHECK_EVERY_S
@@ -485,8 +531,10 @@ class Meter:
         of one such pass's windows read 1,831 images/s while the bytes it read, 105 MB/s of 107 kB
         images, said about 1,000).
         """
-        wall = (time.perf_counter() - self._t_measure) if self._t_measure else 0.0
-        after = tree_counters()
+        closed = self._closed or {}
+        end = closed.get("t", time.perf_counter())
+        wall = (end - self._t_measure) if self._t_measure else 0.0
+        after = closed.get("after") or tree_counters()
         throughput, spread, rates = stats.summarize(self.steps, self.n_windows, self.round_steps)
         measured = [s for s in self.steps if not s[2]]
         seconds = sum(s[0] for s in measured)
@@ -517,14 +565,15 @@ class Meter:
         )
         if wall > 0:
             result.counters.update(cpu_breakdown(self._before, after, wall, result.counters["measured_samples"]))
-        steal_after = steal_seconds()
+        steal_after = closed["steal"] if closed else steal_seconds()
         if self._steal_before is not None and steal_after is not None and wall > 0:
             # share of the window the hypervisor kept this point's vCPUs from running
             result.counters["steal_share"] = (steal_after - self._steal_before) / wall / max(1, len(os.sched_getaffinity(0)))
         if self._gpu is not None:
-            result.counters.update(self._gpu.stop())
-        for (read, derive), before in zip(self._tracked, self._tracked_before):
-            result.counters.update({k: v - before.get(k, 0.0) for k, v in read().items()})
+            result.counters.update(closed["gpu"] if closed else self._gpu.stop())
+        ends = closed.get("tracked") or [read() for read, _ in self._tracked]
+        for (_, derive), before, ended in zip(self._tracked, self._tracked_before, ends):
+            result.counters.update({k: v - before.get(k, 0.0) for k, v in ended.items()})
             if derive is not None:
                 derive(result.counters)
         for name, first in self.phases.items():
@@ -536,7 +585,9 @@ class Meter:
             if secs > 0:
                 result.extra[f"{name}_rate"] = sum(s[1] for s in phase_steps) / secs
         result.limits_seen = limits_seen()
-        self.timeline["window_end"] = process_age_s()
+        self.timeline["window_end"] = closed.get("age", process_age_s())
+        if self._pair is not None:
+            result.extra["pair_sync"] = self._pair.record()
         result.extra["timeline_s"] = {k: round(v, 3) for k, v in self.timeline.items()}
         return result
 
