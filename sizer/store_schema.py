@@ -250,7 +250,27 @@ def point_from_result(row: Any, result: Result) -> Point:
         parallel=_parallel_mark(extra),
         interference_check=str(extra.get("interference_check") or ""),
         real_instance=bool(extra.get("real_instance")),
+        gpu_mem_util_pct=_percent(counters.get("gpu_mem_util_pct")),
+        pcie_rx_mbps=_positive(counters.get("pcie_rx_mbps")),
+        **_colocation(extra),
     )
+
+
+def _percent(value: Any) -> float | None:
+    """A share in percent (0 to 100) as a float, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value) if 0 <= value <= 100 else None
+
+
+def _colocation(extra: dict[str, Any]) -> dict[str, str]:
+    """A pair's point (`sizer colocate`, `extra["colocated"]`): the job as run, its partner (empty:
+    alone on its half) and the instance it had half of; nothing for any other point."""
+    mark = extra.get("colocated")
+    if not isinstance(mark, dict) or not mark.get("share_of"):
+        return {}
+    return {"job": str(mark.get("job") or ""), "partner": str(mark.get("partner") or ""),
+            "share_of": str(mark["share_of"])}
 
 
 def stored_gpus(extra: dict[str, Any]) -> int:
