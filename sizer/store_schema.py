@@ -252,7 +252,9 @@ def point_from_result(row: Any, result: Result) -> Point:
         real_instance=bool(extra.get("real_instance")),
         gpu_mem_util_pct=_percent(counters.get("gpu_mem_util_pct")),
         pcie_rx_mbps=_positive(counters.get("pcie_rx_mbps")),
-        **_colocation(extra),
+        job=_colocation(extra, "job"),
+        partner=_colocation(extra, "partner"),
+        share_of=_colocation(extra, "share_of"),
     )
 
 
@@ -263,14 +265,13 @@ def _percent(value: Any) -> float | None:
     return float(value) if 0 <= value <= 100 else None
 
 
-def _colocation(extra: dict[str, Any]) -> dict[str, str]:
-    """A pair's point (`sizer colocate`, `extra["colocated"]`): the job as run, its partner (empty:
-    alone on its half) and the instance it had half of; nothing for any other point."""
+def _colocation(extra: dict[str, Any], field: str) -> str:
+    """Of a pair's point (`sizer colocate`, `extra["colocated"]`), the job as run, its partner
+    (empty: alone on its half) or the instance it had half of; empty for any other point."""
     mark = extra.get("colocated")
     if not isinstance(mark, dict) or not mark.get("share_of"):
-        return {}
-    return {"job": str(mark.get("job") or ""), "partner": str(mark.get("partner") or ""),
-            "share_of": str(mark["share_of"])}
+        return ""
+    return str(mark.get(field) or "")
 
 
 def stored_gpus(extra: dict[str, Any]) -> int:

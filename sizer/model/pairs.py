@@ -147,14 +147,21 @@ def _record(key: tuple, group: list[Point], alone: dict[tuple, list[Point]]) -> 
     shared = tuple(_median([p.throughput for p in own if p.usable]) for own in mine)
     utils = [p.gpu_util_pct for p in group if p.usable and p.gpu_util_pct is not None]
     mems = [p.gpu_mem_peak_gib for p in group if p.gpu_mem_peak_gib is not None]
-    failed = tuple(f"{p.job} beside {p.partner}: {p.status}" for p in group if not p.usable)
-    failed += tuple(f"{job} alone on its half: not measured" for job, prof in zip(jobs, profiles) if prof is None)
+    failed = tuple(f"{p.job} beside {p.partner}: {_outcome(p)}" for p in group if not p.usable)
+    for job, prof in zip(dict.fromkeys(jobs), profiles):
+        if prof is None:
+            tried = alone.get((host_id, profile, share_of, job), [])
+            failed += (f"{job} alone on its half: " + (", ".join(map(_outcome, tried)) if tried else "not measured"),)
     half = group[0]
     return PairRecord(jobs=jobs, share_of=share_of, profile=profile, host_id=host_id, instance_vcpus=2 * half.vcpus,
                       instance_ram_gib=2 * half.ram_gib, disk_class=half.disk_class, shared=shared,  # type: ignore[arg-type]
                       alone=profiles, units=tuple(own[0].unit if own else "" for own in mine),  # type: ignore[arg-type]
                       gpu_util_shared_pct=_median(utils), gpu_mem_shared_gib=max(mems) if mems else None,
                       failed=failed)
+
+
+def _outcome(p: Point) -> str:
+    return p.status if p.throughput > 0 else f"{p.status}, no figure"
 
 
 def _median(values: list[float]) -> float | None:

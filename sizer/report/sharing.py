@@ -107,17 +107,19 @@ def shared_option(record: PairRecord, cards: Sequence[dict[str, Any]], terms: Si
     memory = sum(m for m in memories if m) if len(memories) == 2 and all(memories) else None
     row, why = shared_instance(record, terms, memory) if record.measured else (None, "")
     per_gpu_hour = None if row is None else float(row.price_per_hour or 0.0) / max(row.gpu_count, 1)
-    jobs = []
+    jobs: list[dict[str, Any]] = []
+    own_costs: list[float | None] = []
     for i, profile in enumerate(record.alone):
         own = None if profile is None else _own_pick(own_card(profile, record, cards))
         shared_cost = None if per_gpu_hour is None else _cost_per_million(JOB_PRICE_SHARE * per_gpu_hour, record.shared[i])
-        own_cost = finite_number((own or {}).get("cost_per_million"))
+        own_cost = None if own is None else finite_number(own["cost_per_million"])
+        own_costs.append(own_cost)
         jobs.append({"job": record.jobs[i], "rate_shared": significant(record.shared[i], 6), "own": own,
                      "cost_per_million_shared": significant(shared_cost, 4),
                      "saving_per_million": significant(None if shared_cost is None or own_cost is None
                                                        else own_cost - shared_cost, 4)})
     shared_total = _total(j["cost_per_million_shared"] for j in jobs)
-    own_total = _total(finite_number((j["own"] or {}).get("cost_per_million")) for j in jobs)
+    own_total = _total(own_costs)
     cheaper = None if shared_total is None or own_total is None else shared_total < own_total
     return {
         "instance": None if row is None else {

@@ -112,6 +112,7 @@ class PairRunner:
             if row is not None:
                 row["key"] = key
                 self.sweep.summary["points"].append(row)
+            self.sweep.summary["skipped"] = self.sweep.summary.get("skipped", 0) + 1
             self.sweep.completed += 1
 
     def _alone(self, pair: PlannedPair, job: int, cpus: HostCpus, sharing_env: dict[str, str]) -> None:

@@ -78,7 +78,11 @@ def halve_cpus(vcpus: int, host: HostCpus) -> tuple[HostCpus, HostCpus]:
 
 def fastest_disk(disks: list[str], table: Mapping[str, DiskClass]) -> str:
     """The disk class with the most read bandwidth (an unthrottled one first), of those listed."""
-    return max(disks, key=lambda d: math.inf if table[d].read_mbps is None else float(table[d].read_mbps))
+    def read_mbps(name: str) -> float:
+        mbps = table[name].read_mbps
+        return math.inf if mbps is None else float(mbps)
+
+    return max(disks, key=read_mbps)
 
 
 @dataclass(frozen=True)

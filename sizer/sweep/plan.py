@@ -522,5 +522,6 @@ def _planned_pairs(opts: SweepOptions, pairs: list[tuple[str, str]], profile: st
         return []
     check_sharing(opts.gpu_sharing, profile)
     instance = InstanceShape(max(vcpus), max(ram_gib), fastest_disk(disks, disk_table))
+    planned = plan_pairs(pairs, instance, opts.gpu_sharing, profile, opts.config)
     halve_cpus(instance.vcpus, cpus)
-    return plan_pairs(pairs, instance, opts.gpu_sharing, profile, opts.config)
+    return planned
