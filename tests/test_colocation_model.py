@@ -5,6 +5,7 @@ the fitted terms, held-out error and the ranges)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -182,3 +183,19 @@ def test_the_predicted_verdict_is_open_where_the_ranges_straddle_the_rule():
     assert (busy.low, busy.high) == pytest.approx((2.0, 4.0)) and predicted_verdict(busy, busy) == "no"
     edge = model.predict(profile("a", 0.9), profile("b", 0.9))  # 1.8x to 3.4x
     assert predicted_verdict(edge, edge) == "open"
+
+
+def test_the_benchmark_prints_the_held_out_error_of_a_stores_pairs(benchmark, tmp_path, capsys):
+    points = []
+    for i, j in [(0, 1), (0, 2), (1, 2), (2, 3)]:
+        a, b = PROFILES[i], PROFILES[j]
+        for prof, partner, r in ((a, b, truth(a, b)), (b, a, truth(b, a))):
+            points.append(job_point(prof.job, 1000.0, gpu=100 * prof.gpu_busy, cpu=prof.cpu_busy))
+            points.append(job_point(prof.job, 1000.0 / r, partner.job, gpu=100 * prof.gpu_busy, cpu=prof.cpu_busy))
+    write_points_csv(points, tmp_path / "p.csv")
+    module = benchmark("colocation_error")
+    assert module.main(["--input", str(tmp_path / "p.csv"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)["time"]
+    assert result["pairs"] == 4 and len(result["held_out"]) == 8
+    assert result["mean_error"] == pytest.approx(0.0, abs=1e-6) and result["meets_goal"] is True
+    assert module.main(["--store", str(tmp_path / "none.sqlite")]) == 2

@@ -62,6 +62,9 @@ def colocate(
     disk: Annotated[str, typer.Option(
         "--disk", help="Disk class of the instance; each job gets a throttle of its own at half its caps.")] = "local-nvme",
     share: ShareOption = DEFAULT_SHARING,
+    more: Annotated[Optional[list[str]], typer.Option(
+        "--pair", help="More pairs on the same instance, C+D (repeatable, or separated by commas): one run, each job "
+                       "alone on its half measured once for all of them.")] = None,
     store: Annotated[Optional[Path], store_flag("SQLite store (default: results/sizer.sqlite).")] = None,
     data: Annotated[Optional[Path], typer.Option(
         "--data", help="Dataset folder (default: $SIZER_DATA or ~/.cache/sizer/data); with --command, the job's own.")] = None,
@@ -93,12 +96,14 @@ def colocate(
     Example: sizer colocate resnet50-train ptb-lstm-train --vcpus 16 --ram 64G --disk local-nvme --json
 
     Example: sizer colocate resnet50-infer matmul --command 'python loop.py' --name matmul --share mps
+
+    Example: sizer colocate resnet50-train ptb-lstm-train --pair resnet50-infer+ptb-lstm-train --vcpus 16
     """
     if first is None or second is None:
         raise SizerError("give two workloads to measure together (see `sizer workloads`)")
     if command is not None:
-        if not name or name not in (first, second):
-            raise SizerError("--command needs --name NAME, and NAME as one of the two workloads")
+        if not name:
+            raise SizerError("--command needs --name NAME, and NAME as one of the workloads of a pair")
         define_command_job(CommandJob(command=command, name=name, metric_regex=metric_regex or "",
                                       unit=unit or "samples/s", data=data))
     elif name is not None or metric_regex is not None or unit is not None:
@@ -108,7 +113,8 @@ def colocate(
         profile=profile, store=store or DEFAULT_OUT / STORE_NAME, out_dir=None, data_dir=data, resume=resume,
         config=parse_set(set_), time_budget_s=budget, calibrate=False, ceiling=False, limits=limits,
         max_seconds=parse_duration(max_time, "--max-time") if max_time else None, cpu_quota=cpu_quota,
-        command=_command_line(), report=False, colocate=[f"{first}{PAIR_SEPARATOR}{second}"], gpu_sharing=share,
+        command=_command_line(), report=False, colocate=[f"{first}{PAIR_SEPARATOR}{second}", *(more or [])],
+        gpu_sharing=share,
         pairs_only=True,
     )
     try:
