@@ -20,6 +20,9 @@ from test_sweep import stored
 from sizer.diskclasses import load_disk_classes
 from sizer.model import group_points
 from sizer.store import Store
+from workloads.measure import Meter
+from workloads.pairing import ENV_DIR, ENV_JOB, ENV_WAIT, PairSync, marker
+from workloads.protocol import Result
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a pair's two halves need two CPUs")
@@ -164,3 +167,45 @@ def test_the_dry_run_shows_each_pair_its_halves_and_the_time_it_adds(cli, tmp_pa
     assert pair["half"]["vcpus"] == 1 and pair["half"]["ram_gib"] == 0.25 and pair["half"]["disk_share"] == 0.5
     assert planned["plan"]["workloads"] == ["cpu-spin", "cpu-spin:processes=1"]  # the pair's job is sized alone too
     assert planned["estimated_seconds"] > without["estimated_seconds"] and without["pairs"] == []
+
+
+# ------------------------------------------------------------------ the pair's meters (no cgroup, no sleep)
+def paired(monkeypatch, folder: Path, job: int = 1) -> None:
+    monkeypatch.setenv(ENV_DIR, str(folder))
+    monkeypatch.setenv(ENV_JOB, str(job))
+    monkeypatch.setenv(ENV_WAIT, "600")  # never reached: the partner's marks are there or come from the test
+
+
+def test_a_paired_meter_starts_with_its_partner_runs_its_budget_and_holds_until_the_partners_window_closed(
+        tmp_path, monkeypatch):
+    paired(monkeypatch, tmp_path)
+    marker(tmp_path, "ready", 2).touch()
+    steady = Meter(warmup_steps=2, time_budget_s=3600.0, min_steps=5, min_seconds=0.5, gpu=False)
+    for _ in range(40):
+        steady.step(0.1, 10.0)
+    assert (tmp_path / "ready-1").exists() and not steady.done()  # steady, yet a pair's window runs its budget
+
+    meter = Meter(warmup_steps=2, time_budget_s=1e-9, min_steps=5, gpu=False)
+    for _ in range(7):
+        meter.step(0.1, 10.0)
+    assert not meter.done() and (tmp_path / "done-1").exists()  # its window closed; the partner's has not
+    meter.step(5.0, 1.0)  # run on, unmeasured
+    marker(tmp_path, "done", 2).touch()
+    assert meter.done()
+    result = meter.finish(Result(workload="w", framework="", unit="samples/s", profile="cpu-small"), 1)
+    assert result.throughput == pytest.approx(100.0) and len(result.steps) == 7
+    sync = result.extra["pair_sync"]
+    assert (sync["job"], sync["partner_ready"], sync["partner_done"]) == (1, True, True)
+
+
+def test_a_partner_gone_holds_nobody(tmp_path, monkeypatch):
+    paired(monkeypatch, tmp_path, job=2)
+    marker(tmp_path, "gone", 1).touch()  # it failed before its first step
+    sync = PairSync.from_env()
+    sync.start()
+    sync.window_closed()
+    assert sync.may_stop() and sync.record()["partner_ready"] is False and sync.record()["partner_done"] is False
+    assert PairSync.from_env({ENV_DIR: str(tmp_path), ENV_JOB: "3"}) is None  # only jobs 1 and 2 make a pair
+    assert Meter(warmup_steps=0, time_budget_s=1.0, gpu=False)._pair is not None
+    monkeypatch.delenv(ENV_DIR)
+    assert Meter(warmup_steps=0, time_budget_s=1.0, gpu=False)._pair is None  # a point alone: no pairing

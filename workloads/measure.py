@@ -420,6 +420,9 @@ class Meter:
         self._drained: dict[str, float] = {}
         self._open_at = 1 << 62  # steps after which a draining meter opens its window (set by `drained`)
         self._pair = PairSync.from_env()  # one job of a pair on one GPU, else None
+        if self._pair is not None:
+            # The wait for the partner happens in the first step's call: the loop's next step time holds it.
+            self.warmup_steps = max(self.warmup_steps, 2)
         self._closed: dict[str, Any] | None = None  # the window's end, where it closed before `finish`
 
     @property
