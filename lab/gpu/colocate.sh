@@ -2,7 +2,7 @@
 # Two jobs on one GPU, in one call of a lent 1-GPU machine (under 8 minutes): seven pairs among
 # resnet50-train (JPEGs decoded by CPU workers), resnet50-train:decode=gpu, resnet50-infer,
 # ptb-lstm-train and a command job (a PyTorch matmul loop reporting through sizer_progress), each job
-# on half of one instance (default 16 vCPUs, 64 GiB, local NVMe: 8 vCPUs as whole cores and 32 GiB
+# on half of one instance (default 16 vCPUs, 24 GiB, local NVMe: 8 vCPUs as whole cores and 12 GiB
 # each), the GPU time-sliced (SHARE=mps where the host allows it), then each job alone on its half:
 # its solo profile. One `sizer colocate` run, so each job alone is measured once for all its pairs.
 # Prints the pairs' table (lab/gpu/colocate_table.py: r_AB, r_BA, shared faster or not, GPU busy
@@ -11,7 +11,7 @@
 # process as set. The store, the run's JSON and log, both tables (JSON) and the report land in $OUT.
 #
 # usage: OUT=DIR bash lab/gpu/colocate.sh
-#   env: VCPUS (16; all the host's threads where it has fewer), RAM (64G), BUDGET (8), SHARE (time),
+#   env: VCPUS (16; all the host's threads where it has fewer), RAM (24G: the machine's MemTotal starts low), BUDGET (8), SHARE (time),
 #        MAX_TIME (start nothing after this, default 330s), SIZER_DATA (/root/sizer-data), OUT,
 #        PROFILE (gpu; cpu-small tries the script on a host without a GPU, without the matmul job's GPU)
 set -uo pipefail
@@ -31,7 +31,7 @@ else
   IMAGES=2048
   DEVICE=cpu; SIZE=256
 fi
-echo "== $(date -u +%FT%TZ) $THREADS threads; instance ${VCPU_ARGS[1]:-all} vCPUs / ${RAM:-64G} / local-nvme, halves for two jobs; share ${SHARE:-time}; profile $PROFILE"
+echo "== $(date -u +%FT%TZ) $THREADS threads; instance ${VCPU_ARGS[1]:-all} vCPUs / ${RAM:-24G} / local-nvme, halves for two jobs; share ${SHARE:-time}; profile $PROFILE"
 echo "== host NCCL settings (kept in every process): $(env | grep '^NCCL_' | tr '\n' ' ')"
 
 # The command job: square matrix products on the GPU, ten a step, each step reported to sizer.
@@ -59,7 +59,7 @@ echo "== dataset: $IMAGES images under $DATA/imagenet, $(( $(date +%s) - T1 )) s
 A=resnet50-train; B=resnet50-train:decode=gpu; C=resnet50-infer; D=ptb-lstm-train; E=matmul
 [ "$PROFILE" = gpu ] || B=resnet50-train:decode=cpu  # decode=gpu needs a GPU: the same job under another name stands in
 PAIRS="$B+$D,$C+$D,$A+$E,$C+$E,$B+$C,$D+$E"
-sizer colocate "$A" "$D" --pair "$PAIRS" "${VCPU_ARGS[@]}" --ram "${RAM:-64G}" --disk local-nvme \
+sizer colocate "$A" "$D" --pair "$PAIRS" "${VCPU_ARGS[@]}" --ram "${RAM:-24G}" --disk local-nvme \
   --share "${SHARE:-time}" --budget "${BUDGET:-8}" --profile "$PROFILE" --max-time "${MAX_TIME:-330s}" \
   --command "python3 $OUT/matmul_loop.py" --name "$E" --unit matmuls/s \
   --data "$DATA" --store "$OUT/sizer.sqlite" --json >"$OUT/colocate.json" 2> >(tee "$OUT/colocate.log" >&2)
