@@ -18,8 +18,10 @@ from test_parallel_sweep import SIZER, groups_of, processes_of
 from test_sweep import stored
 
 from sizer.diskclasses import load_disk_classes
+from sizer.errors import SizerError
 from sizer.model import group_points
 from sizer.store import Store
+from sizer.sweep.gpu_share import check_sharing, mps_daemon_running
 from workloads.measure import Meter
 from workloads.pairing import ENV_DIR, ENV_JOB, ENV_WAIT, PairSync, marker
 from workloads.protocol import Result
@@ -209,3 +211,17 @@ def test_a_partner_gone_holds_nobody(tmp_path, monkeypatch):
     assert Meter(warmup_steps=0, time_budget_s=1.0, gpu=False)._pair is not None
     monkeypatch.delenv(ENV_DIR)
     assert Meter(warmup_steps=0, time_budget_s=1.0, gpu=False)._pair is None  # a point alone: no pairing
+
+
+def test_mps_is_taken_only_where_the_host_allows_it(tmp_path):
+    assert check_sharing("mps", "gpu", daemon=True, control="") == "mps"  # a running daemon: the jobs join it
+    assert check_sharing("mps", "gpu", daemon=False, control="/usr/bin/nvidia-cuda-mps-control") == "mps"
+    with pytest.raises(SizerError, match="no MPS control daemon runs on this host and nvidia-cuda-mps-control is not"):
+        check_sharing("mps", "gpu", daemon=False, control="")
+    assert check_sharing("time", "gpu", daemon=False, control="") == "time"
+    (tmp_path / "41").mkdir()
+    (tmp_path / "41" / "comm").write_text("python3\n")
+    assert not mps_daemon_running(tmp_path)
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "comm").write_text("nvidia-cuda-mps\n")  # the kernel keeps 15 characters of the name
+    assert mps_daemon_running(tmp_path)
