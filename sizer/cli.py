@@ -20,6 +20,7 @@ import typer
 
 from sizer import __version__
 from sizer.commands import catalog as catalog_cmd
+from sizer.commands import colocate as colocate_cmd
 from sizer.commands import data as data_cmd
 from sizer.commands import disks as disks_cmd
 from sizer.commands import disks_verify as disks_verify_cmd
@@ -92,6 +93,7 @@ app.add_typer(data_app, name="data")
 app.command("workloads")(workloads_cmd.list_workloads)
 app.command("run")(sweep_cmd.run)
 app.command("sweep")(sweep_cmd.sweep)
+app.command("colocate")(colocate_cmd.colocate)
 app.command("fit")(model_cmd.fit)
 app.command("recommend")(model_cmd.recommend)
 app.add_typer(catalog_app, name="catalog")

@@ -40,6 +40,12 @@ OPTIONAL_COLUMNS = (
     "reads_once",  # true when the job reads each sample once (default: what the workload declares)
     "method",  # the rule the figure follows (workloads.protocol.METHOD_VERSION); empty: unknown
     "gpus",  # the instance's GPUs, one process each (empty: 1); the figure is the whole instance's
+    "gpu_mem_util_pct",  # the share of the window the GPU's memory was read or written (NVML)
+    "pcie_rx_mbps",  # host-to-device PCIe traffic over the window (NVML), MB/s
+    # A pair of jobs on one GPU (`sizer colocate`): each job's point and the same job alone on its half.
+    "job",  # the job as run, as its entry names it (resnet50-train:decode=gpu)
+    "partner",  # the job beside it on the GPU; empty: alone
+    "share_of",  # the instance whose half it ran on, and how its GPU was shared (8vcpu-16gib-local-nvme/time)
 )
 USABLE_STATUSES = ("ok", "noisy")
 # The most vCPUs a point may have: above the largest cloud instances (a few hundred vCPUs), and the
@@ -87,6 +93,14 @@ class Point:
     reads_once: bool | None = None
     method: int | None = None  # the rule the figure follows (METHOD_VERSION); None: unknown
     gpus: int = 1  # the instance's GPUs; `throughput` is all of them together
+    gpu_mem_util_pct: float | None = None  # the share of the window the GPU's memory was busy (NVML)
+    pcie_rx_mbps: float | None = None  # host-to-device copies over the PCIe link (NVML), MB/s
+    # ---- a pair of jobs on one GPU (`sizer colocate`, docs/design.md, "Two jobs on one GPU"): a point
+    # on half of the instance `share_of` ("<shape key>/<time|mps>"), beside `partner` or alone there.
+    # Such points stay out of every fit of one job per GPU (`sizer.model.grouping`).
+    job: str = ""  # the job as run: its entry (`resnet50-train:decode=gpu`)
+    partner: str = ""  # the job it shared the GPU with; empty: alone on its half
+    share_of: str = ""
     # ---- from the store
     key: str = ""  # the stored point's key: its shape and pass
     pass_no: int = 1  # the pass of the plan it was measured in (a --refine pass is one past them)
@@ -112,6 +126,11 @@ class Point:
     def usable(self) -> bool:
         return self.status in USABLE_STATUSES and self.throughput > 0
 
+    @property
+    def on_shared_instance(self) -> bool:
+        """Measured on half an instance for a pair of jobs, beside its partner or alone there."""
+        return bool(self.share_of)
+
     def shape_label(self) -> str:
         base = f"{self.vcpus} vCPU / {self.ram_gib:g} GiB / {self.disk_class}"
         return base if self.gpus == 1 else f"{base} / {self.gpus} GPUs"
@@ -129,6 +148,8 @@ _FLOAT_OPTIONAL = {
     "dataset_gib",
     "footprint_gib",
     "calibration_ips",
+    "gpu_mem_util_pct",
+    "pcie_rx_mbps",
 }
 
 
@@ -153,7 +174,7 @@ def repeat_key(p: Point) -> tuple:
     """What makes two points measurements of one thing: the workload as run, the shape, the GPU and
     the host's CPU calibration (points of two hosts stay apart)."""
     return (p.workload, p.profile, p.input, p.decode, p.unit, p.gpu_model, p.calibration_ips, p.reads_once,
-            p.vcpus, round(p.ram_gib, 4), p.disk_class, p.gpus)
+            p.vcpus, round(p.ram_gib, 4), p.disk_class, p.gpus, p.job, p.partner, p.share_of)
 
 
 def combine_passes(points: Iterable[Point]) -> list[Point]:

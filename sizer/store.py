@@ -324,36 +324,47 @@ class Store:
     ) -> int:
         """Store one finished point and its raw steps in one transaction (committed on return)."""
         with self._writing():
-            cur = self.conn.execute(
-                "INSERT INTO points(sweep_id, key, workload, profile, vcpus, ram_gib, disk_class, status,"
-                " throughput, unit, spread, bottleneck, enforced, result, started, finished, method)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-                " ON CONFLICT(sweep_id, key) DO NOTHING",
-                (
-                    sweep_id,
-                    key,
-                    result.workload,
-                    result.profile,
-                    int(shape["vcpus"]),
-                    float(shape["ram_gib"]),
-                    str(shape["disk_class"]),
-                    result.status,
-                    float(result.throughput),
-                    result.unit,
-                    float(result.spread),
-                    result.bottleneck,
-                    json.dumps(enforced, sort_keys=True),
-                    result_json(result),
-                    started,
-                    time.time(),
-                    int(result.method),
-                ),
-            )
-            if not cur.rowcount:
-                raise SizerError(f"point {key} is already stored in sweep {sweep_id}")
-            point_id = _inserted_id(cur)
-            insert_steps(self.conn, point_id, result.steps)
-            return point_id
+            return self._insert_point(sweep_id, key, shape, result, enforced, started)
+
+    def add_points(self, sweep_id: int, points: list[tuple[str, dict[str, Any], Result, dict[str, Any], float]]) -> list[int]:
+        """Store several finished points, each (key, shape, result, enforced, started), in one
+        transaction: all of them or none (a pair's two jobs, measured together)."""
+        with self._writing():
+            return [self._insert_point(sweep_id, *point) for point in points]
+
+    def _insert_point(self, sweep_id: int, key: str, shape: dict[str, Any], result: Result, enforced: dict[str, Any],
+                      started: float) -> int:
+        """Insert one point and its steps inside the caller's transaction."""
+        cur = self.conn.execute(
+            "INSERT INTO points(sweep_id, key, workload, profile, vcpus, ram_gib, disk_class, status,"
+            " throughput, unit, spread, bottleneck, enforced, result, started, finished, method)"
+            " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            " ON CONFLICT(sweep_id, key) DO NOTHING",
+            (
+                sweep_id,
+                key,
+                result.workload,
+                result.profile,
+                int(shape["vcpus"]),
+                float(shape["ram_gib"]),
+                str(shape["disk_class"]),
+                result.status,
+                float(result.throughput),
+                result.unit,
+                float(result.spread),
+                result.bottleneck,
+                json.dumps(enforced, sort_keys=True),
+                result_json(result),
+                started,
+                time.time(),
+                int(result.method),
+            ),
+        )
+        if not cur.rowcount:
+            raise SizerError(f"point {key} is already stored in sweep {sweep_id}")
+        point_id = _inserted_id(cur)
+        insert_steps(self.conn, point_id, result.steps)
+        return point_id
 
     def remove_point(self, sweep_id: int, key: str) -> None:
         """Delete one point and its steps (a fleet's mark of a lost point, once it is measured)."""

@@ -258,7 +258,28 @@ def point_from_result(row: Any, result: Result) -> Point:
         parallel=_parallel_mark(extra),
         interference_check=str(extra.get("interference_check") or ""),
         real_instance=bool(extra.get("real_instance")),
+        gpu_mem_util_pct=_percent(counters.get("gpu_mem_util_pct")),
+        pcie_rx_mbps=_positive(counters.get("pcie_rx_mbps")),
+        job=_colocation(extra, "job"),
+        partner=_colocation(extra, "partner"),
+        share_of=_colocation(extra, "share_of"),
     )
+
+
+def _percent(value: Any) -> float | None:
+    """A share in percent (0 to 100) as a float, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value) if 0 <= value <= 100 else None
+
+
+def _colocation(extra: dict[str, Any], field: str) -> str:
+    """Of a pair's point (`sizer colocate`, `extra["colocated"]`), the job as run, its partner
+    (empty: alone on its half) or the instance it had half of; empty for any other point."""
+    mark = extra.get("colocated")
+    if not isinstance(mark, dict) or not mark.get("share_of"):
+        return ""
+    return str(mark.get(field) or "")
 
 
 def stored_gpus(extra: dict[str, Any]) -> int:

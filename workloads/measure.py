@@ -1,17 +1,19 @@
-"""Measuring inside a worker: the steady-state meter, process-tree counters, GPU sampling and the
-limits the worker actually sees. Standard library only (NVML is used when importable).
+"""Measuring inside a worker: the steady-state meter, process-tree counters and the limits the
+worker actually sees; the GPU's own figures come from `workloads.gpu_sampler`. Standard library only
+(NVML is used when importable).
 """
 
 from __future__ import annotations
 
 import os
 import resource
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from workloads import stats
+from workloads.gpu_sampler import GpuSampler
+from workloads.pairing import PairSync
 from workloads.protocol import ERROR, NOISY, OK, Result
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -255,72 +257,6 @@ def limits_seen() -> dict[str, Any]:
     return seen
 
 
-# ---------------------------------------------------------------- GPU sampling
-def sampled_gpu() -> str:
-    """The GPU a worker's sampler reads, as NVML knows it (an index or a UUID): the first of the
-    point's GPUs (SIZER_NVML_GPUS, set by sizer's runner; a rank of a multi-GPU point gets its own),
-    else GPU 0."""
-    listed = [g.strip() for g in os.environ.get("SIZER_NVML_GPUS", "").split(",") if g.strip()]
-    return listed[0] if listed else "0"
-
-
-class GpuSampler:
-    """Samples GPU utilisation and memory through NVML in a thread; does nothing without a GPU.
-    `gpu`: an NVML index or UUID (default `sampled_gpu()`)."""
-
-    def __init__(self, gpu: int | str | None = None, period_s: float = 0.2):
-        self.period_s = period_s
-        self.util: list[float] = []
-        self.mem_used: list[int] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._handle = None
-        self.name = ""
-        try:
-            import pynvml  # nvidia-ml-py
-
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            gpu = sampled_gpu() if gpu is None else str(gpu)
-            self._handle = (pynvml.nvmlDeviceGetHandleByIndex(int(gpu)) if gpu.isdigit()
-                            else pynvml.nvmlDeviceGetHandleByUUID(gpu))
-            raw = pynvml.nvmlDeviceGetName(self._handle)
-            self.name = raw.decode() if isinstance(raw, bytes) else raw
-        except Exception:  # no NVML, no driver or no GPU: a normal answer
-            self._handle = None
-
-    @property
-    def available(self) -> bool:
-        return self._handle is not None
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.util.append(float(self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu))
-                self.mem_used.append(int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used))
-            except Exception:
-                return
-            self._stop.wait(self.period_s)
-
-    def start(self) -> None:
-        if self.available and self._thread is None:
-            self._thread = threading.Thread(target=self._loop, daemon=True)
-            self._thread.start()
-
-    def stop(self) -> dict[str, Any]:
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join(timeout=2)
-        if not self.util:
-            return {}
-        return {
-            "gpu_name": self.name,
-            "gpu_util_pct": stats.median(self.util),
-            "gpu_util_mean_pct": sum(self.util) / len(self.util),
-            "gpu_mem_peak_bytes": max(self.mem_used),
-        }
-
-
 # ---------------------------------------------------------------- the steady-state meter
 class Meter:
     """Collects step times, keeps warm-up out, and decides when the measurement is long enough.
@@ -349,6 +285,10 @@ class Meter:
     140 MB/s throttle gave window rates from 440 to 3,909 images/s over a 3 s window). When the
     budget runs out first the meter goes on to `HARD_STOP` times the budget, then marks the
     window short.
+
+    A worker started as one job of a pair (`workloads.pairing`: the environment says so) waits for
+    its partner at its first step, measures for its whole budget, and after its window runs on,
+    unmeasured, until the partner's window is closed too; its figures are those of its window.
     """
 
     HARD_STOP = 1.6
@@ -398,10 +338,15 @@ class Meter:
         self._tracked_before: list[dict[str, float]] = []
         self._drained: dict[str, float] = {}
         self._open_at = 1 << 62  # steps after which a draining meter opens its window (set by `drained`)
+        self._pair = PairSync.from_env()  # one job of a pair on one GPU, else None
+        if self._pair is not None:
+            # The wait for the partner happens in the first step's call: the loop's next step time holds it.
+            self.warmup_steps = max(self.warmup_steps, 2)
+        self._closed: dict[str, Any] | None = None  # the window's end, where it closed before `finish`
 
     @property
     def measuring(self) -> bool:
-        return self._t_measure is not None
+        return self._t_measure is not None and self._closed is None
 
     def track(self, read: Callable[[], dict[str, float]], derive: Callable[[dict], None] | None = None) -> None:
         """Counters of the workload's own, cumulative (`read` returns them by name): read when the
@@ -438,8 +383,13 @@ class Meter:
         self._open_at = len(self.steps) + self.round_steps
 
     def step(self, seconds: float, samples: float) -> None:
+        if self._closed is not None:
+            return  # a pair's job running on after its window, for its partner's
         if not self.steps:
             self.timeline["first_step_done"] = process_age_s()
+            if self._pair is not None:
+                self._pair.start()  # the budget runs from the moment both jobs are ready
+                self.timeline["partner_ready"] = process_age_s()
             self._t_start = time.perf_counter()
         if self._t_measure is None and self.warmup_steps == 0 and not self.drain and not self.warmup_s:
             self._open_window(self._snapshot(), ago_s=seconds)  # no warm-up: the first step is measured whole
@@ -462,6 +412,22 @@ class Meter:
         return self._measured_steps < self.min_steps
 
     def done(self) -> bool:
+        if self._pair is None:
+            return self._window_done()
+        if self._closed is None:
+            if not self._window_done():
+                return False
+            self._close_window()
+            self._pair.window_closed()
+        return self._pair.may_stop()
+
+    def _close_window(self) -> None:
+        """The window ends now, though the job runs on: what `finish` reads at its end, read now."""
+        self._closed = {"t": time.perf_counter(), "after": tree_counters(), "steal": steal_seconds(),
+                        "tracked": [read() for read, _ in self._tracked], "age": process_age_s(),
+                        "gpu": self._gpu.stop() if self._gpu is not None else {}}
+
+    def _window_done(self) -> bool:
         elapsed = self.elapsed()
         if elapsed >= self.HARD_STOP * self.time_budget_s and self._measured_steps >= self.n_windows:
             return True
@@ -469,6 +435,8 @@ class Meter:
             return False
         if elapsed >= self.time_budget_s:
             return True
+        if self._pair is not None:
+            return False  # a pair's windows run their whole budget, so they close together
         if self._measured_s < self.min_seconds or self._measured_s < self._next_check_s:
             return False
         self._next_check_s = self._measured_s + self.CHECK_EVERY_S
@@ -485,8 +453,10 @@ class Meter:
         of one such pass's windows read 1,831 images/s while the bytes it read, 105 MB/s of 107 kB
         images, said about 1,000).
         """
-        wall = (time.perf_counter() - self._t_measure) if self._t_measure else 0.0
-        after = tree_counters()
+        closed = self._closed or {}
+        end = closed.get("t", time.perf_counter())
+        wall = (end - self._t_measure) if self._t_measure else 0.0
+        after = closed.get("after") or tree_counters()
         throughput, spread, rates = stats.summarize(self.steps, self.n_windows, self.round_steps)
         measured = [s for s in self.steps if not s[2]]
         seconds = sum(s[0] for s in measured)
@@ -521,14 +491,15 @@ class Meter:
         )
         if wall > 0:
             result.counters.update(cpu_breakdown(self._before, after, wall, result.counters["measured_samples"]))
-        steal_after = steal_seconds()
+        steal_after = closed["steal"] if closed else steal_seconds()
         if self._steal_before is not None and steal_after is not None and wall > 0:
             # share of the window the hypervisor kept this point's vCPUs from running
             result.counters["steal_share"] = (steal_after - self._steal_before) / wall / max(1, len(os.sched_getaffinity(0)))
         if self._gpu is not None:
-            result.counters.update(self._gpu.stop())
-        for (read, derive), before in zip(self._tracked, self._tracked_before):
-            result.counters.update({k: v - before.get(k, 0.0) for k, v in read().items()})
+            result.counters.update(closed["gpu"] if closed else self._gpu.stop())
+        ends = closed.get("tracked") or [read() for read, _ in self._tracked]
+        for (_, derive), before, ended in zip(self._tracked, self._tracked_before, ends):
+            result.counters.update({k: v - before.get(k, 0.0) for k, v in ended.items()})
             if derive is not None:
                 derive(result.counters)
         for name, first in self.phases.items():
@@ -540,7 +511,9 @@ class Meter:
             if secs > 0:
                 result.extra[f"{name}_rate"] = sum(s[1] for s in phase_steps) / secs
         result.limits_seen = limits_seen()
-        self.timeline["window_end"] = process_age_s()
+        self.timeline["window_end"] = closed.get("age", process_age_s())
+        if self._pair is not None:
+            result.extra["pair_sync"] = self._pair.record()
         result.extra["timeline_s"] = {k: round(v, 3) for k, v in self.timeline.items()}
         return result
 

@@ -25,10 +25,12 @@ from sizer.commands.options import (
     gpu_flag,
     store_flag,
 )
+from sizer.commands.pair_table import ColocateOption, ShareOption, render_pairs
 from sizer.console import console, emit, err_console, print_table, styled
 from sizer.errors import NothingSized, SizerError
 from sizer.levels import DEFAULT_CONFIDENCE
 from sizer.sweep import SweepOptions, format_duration, run_single
+from sizer.sweep.gpu_share import DEFAULT_SHARING
 from sizer.sweep.parallel import describe_parallel
 from sizer.units import format_bytes, parse_duration, parse_int_list, parse_setting, parse_shape_ram, parse_str_list
 
@@ -262,6 +264,7 @@ def render_sweep(data: dict[str, Any]) -> None:
         console.print(f"{data['skipped']} point(s) were already stored and not measured again")
     if data.get("parallel"):
         console.print(describe_parallel(data["parallel"]))
+    render_pairs(data.get("pairs") or [])
     for name, path in (data.get("outputs") or {}).items():
         console.print(f"{name}: {path}")
     console.print(f"store: {data.get('store')}")
@@ -434,6 +437,8 @@ def sweep(
     interference: Interference = None,
     strategy: Strategy = "grid",
     max_points: MaxPoints = None,
+    colocate: ColocateOption = None,
+    share: ShareOption = DEFAULT_SHARING,
     ray: RayAddress = None,
     fleet_targets: FleetTargets = None,
     fleet_node_wait: FleetNodeWait = None,
@@ -463,6 +468,8 @@ def sweep(
 
       sizer sweep --workloads resnet50-train --strategy adaptive --max-points 12 --max-time 9m
 
+      sizer sweep --workloads resnet50-train,ptb-lstm-train --vcpus 8,16 --ram 64G --colocate resnet50-train+ptb-lstm-train
+
       sizer sweep --command 'python train.py --workers {workers}' --name my-train --vcpus 4,8,16 --ram 32G
       --disks local-nvme,standard --data /data/imagenet
 
@@ -488,7 +495,7 @@ def sweep_options(
     passes: int | None, refine: int | None, gpus: str | None, vcpus_per_gpu: str | None, command: str | None,
     name: str | None, metric_regex: str | None, unit: str | None, parallel: int | None, interference: int | None,
     strategy: str, max_points: int | None, ray: str | None, fleet_targets: str | None, fleet_node_wait: str | None,
-    fleet_whole_node: bool,
+    fleet_whole_node: bool, colocate: list[str] | None = None, share: str = DEFAULT_SHARING,
 ) -> Any:
     """`sizer sweep`'s options checked and gathered into SweepOptions (a SizerError names the first problem)."""
     problem = command_options_problem(command, workloads is not None, name, metric_regex, unit, "--workloads")
@@ -530,7 +537,11 @@ def sweep_options(
         fleet=fleet_from_options(ray, fleet_targets, fleet_node_wait, fleet_whole_node),
         strategy=strategy,
         max_points=max_points,
+        colocate=list(colocate or []),
+        gpu_sharing=share,
     )
+    if opts.fleet is not None and opts.colocate:
+        raise SizerError("--colocate measures its pairs on this host: it does not go with --ray")
     if opts.workloads is not None and not opts.workloads:
         raise SizerError("--workloads: empty list")
     if opts.disks is not None and not opts.disks:

@@ -1,5 +1,8 @@
 """Which points are fitted together: one group per workload variant, of one-GPU points; the
-multi-GPU points of each variant go beside its fit (sizer.model.scaling)."""
+multi-GPU points of each variant go beside its fit (sizer.model.scaling). Points measured on half
+an instance for a pair of jobs on one GPU (`Point.share_of`: beside the partner, or alone on that
+half, whose disk throttle is half the class's) describe no instance of one job: no group takes them
+(`sizer.model.pairs` reads them)."""
 
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ def group_points(points: list[Point]) -> dict[str, list[Point]]:
     takes GPU time from training, so the rate with input already on the device does not bound it,
     and its own ceiling is fitted from its points (GPU-decoded training can level off at about
     3,000 images/s from 2 vCPUs up, against 4,673 with input on the device)."""
-    points = [p for p in points if p.gpus == 1]
+    points = [p for p in points if p.gpus == 1 and not p.on_shared_instance]
     labels = variant_labels(points)
     groups: dict[str, list[Point]] = {}
     gpu_decoded: set[str] = set()
@@ -61,9 +64,9 @@ def multi_gpu_groups(points: list[Point]) -> dict[str, list[Point]]:
     """The real-input points of more than one GPU per workload variant, labelled as `group_points`
     labels that variant's one-GPU points (a multi-GPU point whose settings no one-GPU point shares
     gets a label of its own, which no fit has)."""
-    labels = variant_labels(points, basis=[p for p in points if p.gpus == 1])
+    labels = variant_labels(points, basis=[p for p in points if p.gpus == 1 and not p.on_shared_instance])
     groups: dict[str, list[Point]] = {}
     for p in points:
-        if p.gpus > 1 and p.input != SYNTHETIC_INPUT:
+        if p.gpus > 1 and p.input != SYNTHETIC_INPUT and not p.on_shared_instance:
             groups.setdefault(labels[id(p)], []).append(p)
     return groups

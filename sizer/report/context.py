@@ -25,6 +25,7 @@ from sizer.model import fit_points, group_points
 from sizer.points import Point, combine_passes
 from sizer.report.adaptive import attach_adaptive
 from sizer.report.hosts import host_labels, points_by_host, shared_workloads, side_by_side
+from sizer.report.sharing import shared_context
 from sizer.report.trust import host_speed_timelines
 from sizer.report.workload import workload_context
 from sizer.sizing import SizingTerms, disk_order, host_gpu_names, sweep_host_speeds, target_catalog, target_gpu
@@ -313,6 +314,7 @@ def build_context(
         "sweeps": _sweep_rows(sweeps),
         "limits": _limits(enforcement, hosts),
         "parallel": parallel_context(measured),  # `sizer sweep --parallel`: points beside others, the interference check
+        "shared": shared_context(measured, workloads, terms),  # pairs of jobs on one GPU (`sizer colocate`), priced
         "calibration": _calibration(points, sweeps),
         "method": method_summary(measured),  # the rule each figure follows (workloads.protocol.METHOD_VERSION)
         "disk_classes": [

@@ -13,7 +13,9 @@ Order of work (nothing is measured before every input is known good):
      passes are stored, fit each workload and measure once more its N shapes the model predicts
      worst (`refine`); with `--parallel K`, up to K one-GPU points at once, each in a slot of its
      own GPU, cores and dataset copy, committed by the main thread as they end (`parallel`,
-     `placement`);
+     `placement`); with `--colocate A+B` (or `sizer colocate`), then each pair of jobs on halves of
+     one instance at once on one GPU, and each job alone on its half (`pairs`, `colocate`,
+     `gpu_share`);
   6. hand back a summary naming the store and the sweep (`outputs`); the command layer then writes
      report.html, results.json and points.csv (`sizer.report`: the sweep never imports it).
 The run's state, shared by the grid, the adaptive loop (`adaptive_run`) and the parallel runner,

@@ -13,6 +13,7 @@ from sizer.limits import cleanup_leftovers
 from sizer.lock import HostLock
 from sizer.store import Store
 from sizer.sweep.adaptive_run import measure_adaptively
+from sizer.sweep.colocate import PairRunner
 from sizer.sweep.data import prepare_datasets
 from sizer.sweep.measure import measure_point
 from sizer.sweep.outputs import count_statuses, dry_run_summary
@@ -55,6 +56,8 @@ def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
             sweep = SweepRun(plan, opts, store, summary, started, on_point, progress)
             if parallel is not None:
                 sweep.measure_many = ParallelRunner(sweep, parallel).run
+            if plan.pairs:
+                sweep.measure_pairs = PairRunner(sweep).run
             sweep.open(host)
             sweep.prepare()
             sweep.measure_all(measure_adaptively if opts.strategy == "adaptive" else None)

@@ -19,19 +19,24 @@ from workloads.protocol import Result, Spec
 DISK_BOUND_SHARE = 0.8
 
 
+def _share(value: int | None, share: float) -> int | None:
+    return None if value is None else max(1, int(value * share))
+
+
 def limit_request(plan: SweepPlan, shape: InstanceShape, label: str, memory: bool = True,
-                  cpus: HostCpus | None = None) -> LimitRequest:
-    """The shape's limits; its vCPUs from `cpus` (a parallel sweep's slot), else from the host's."""
+                  cpus: HostCpus | None = None, disk_share: float = 1.0) -> LimitRequest:
+    """The shape's limits; its vCPUs from `cpus` (a parallel sweep's slot, a pair's half), else from
+    the host's; its disk class's caps times `disk_share` (a pair's job: half of them)."""
     disk = plan.disk_table[shape.disk_class]
     throttle = None
     if plan.device is not None:
         # Unthrottled classes still name the device, so bytes read from it are counted.
         throttle = DiskThrottle(
             device=plan.device,
-            read_bps=disk.read_bps,
-            write_bps=disk.write_bps,
-            read_iops=disk.read_iops,
-            write_iops=disk.write_iops,
+            read_bps=_share(disk.read_bps, disk_share),
+            write_bps=_share(disk.write_bps, disk_share),
+            read_iops=_share(disk.read_iops, disk_share),
+            write_iops=_share(disk.write_iops, disk_share),
         )
     return LimitRequest(
         cpus=select_cpus(shape.vcpus, cpus or plan.cpus),
@@ -51,15 +56,21 @@ def measure_point(
     time_budget_s: float | None = None,
     gpus: tuple[int, ...] | None = None,
     cpus: HostCpus | None = None,
+    disk_share: float = 1.0,
+    env: dict[str, str] | None = None,
+    timeout_s: float | None = None,
 ) -> PointRun:
     """Evict the dataset, create the shape's group, run a fresh worker in it, remove the group.
     `gpus`: the host GPUs (indices, `sizer.runner.gpu_env`) the point's processes use; default the
     first `point.shape.gpus` of them. `cpus`: the CPUs its vCPUs are taken from (a parallel
-    sweep's slot, `sizer.sweep.placement`), default the host's."""
+    sweep's slot, `sizer.sweep.placement`; a pair's half), default the host's. `disk_share`: the
+    share of the disk class's caps it gets (a pair's job: half). `env`: variables the worker gets
+    besides (a pair's job: its pairing); `timeout_s`: its limit, default `runner.default_timeout`."""
     cls = plan.classes[point.workload]
     dataset = datasets.get(cls.dataset) if cls.dataset else None
     evicted = cache.evict(dataset.path) if dataset is not None else None
-    request = limit_request(plan, point.shape, f"{point.workload}-{point.shape.key}", memory=memory_limit, cpus=cpus)
+    request = limit_request(plan, point.shape, f"{point.workload}-{point.shape.key}", memory=memory_limit, cpus=cpus,
+                            disk_share=disk_share)
     spec = Spec(
         workload=point.workload,
         profile=point.profile,
@@ -77,9 +88,10 @@ def measure_point(
         group = plan.backend.create(request)
     except OSError as exc:
         raise SizerError(f"cannot create the limit group for {point.label()}: {exc}") from None
+    worker_env = {**(env or {}), **({} if used_gpus is None else gpu_env(used_gpus))}
     with group:
         run = run_point(spec, group, interpreter=cls.interpreter, unit=cls.unit, framework=cls.framework,
-                        should_stop=STOP.is_set, env=None if used_gpus is None else gpu_env(used_gpus))
+                        should_stop=STOP.is_set, env=worker_env or None, timeout_s=timeout_s)
     result = run.result
     if not result.config:
         # A worker killed before it answered (oom, timeout) reports no settings: the planned ones
@@ -95,16 +107,16 @@ def measure_point(
         result.extra["evicted"] = evicted
         result.extra.setdefault("dataset_bytes", dataset.nbytes)
         result.extra.setdefault("dataset_gib", dataset.nbytes / GIB)
-    _mark_disk_bound(plan, point, result)
+    _mark_disk_bound(plan, point, result, disk_share)
     return run
 
 
-def _mark_disk_bound(plan: SweepPlan, point: PlannedPoint, result: Result) -> None:
+def _mark_disk_bound(plan: SweepPlan, point: PlannedPoint, result: Result, disk_share: float = 1.0) -> None:
     disk = plan.disk_table[point.shape.disk_class]
     seconds = result.counters.get("measured_seconds") or 0.0
     read_bytes = result.counters.get("read_bytes") or 0.0
     if (disk.read_bps and seconds and result.status in USABLE_STATUSES
-            and read_bytes / seconds >= DISK_BOUND_SHARE * disk.read_bps):
+            and read_bytes / seconds >= DISK_BOUND_SHARE * disk.read_bps * disk_share):
         result.bottleneck = "disk"
 
 

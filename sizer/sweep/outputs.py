@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 from sizer.shapes import PlannedPoint
+from sizer.sweep.pairs import pair_outline
 from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan
 from sizer.sweep.strategy import adaptive_passes, entry_most, plan_entries
 from workloads.protocol import Result
@@ -116,4 +117,5 @@ def dry_run_summary(plan: SweepPlan, opts: SweepOptions) -> dict[str, Any]:
         "time_budget_s": plan.time_budget_s,
         "notes": plan.notes,
         "adaptive": adaptive_outline(plan, opts),
+        "pairs": [pair_outline(pair, plan.estimate_point_s) for pair in plan.pairs],
     }

@@ -35,6 +35,8 @@ from sizer.shapes import (
 )
 from sizer.sweep import defaults
 from sizer.sweep.data import DATASET_IMAGES, GENERATED_DATASETS, DatasetNeeds
+from sizer.sweep.gpu_share import DEFAULT_SHARING, check_sharing
+from sizer.sweep.pairs import PlannedPair, fastest_disk, halve_cpus, pairs_estimate_s, parse_pairs, plan_pairs
 from sizer.sweep.strategy import adaptive_passes, check_strategy
 from sizer.units import GIB
 from sizer.variants import SYNTHETIC_INPUT, Variant
@@ -96,6 +98,11 @@ class SweepOptions:
     fleet: Any = None  # sizer.fleet.FleetOptions: measure on the nodes of a Ray cluster (--ray); None: on this host
     strategy: str = "grid"  # "adaptive": shape by shape where the answer can still change (sizer.sweep.adaptive)
     max_points: int | None = None  # an adaptive sweep's most measurements per workload entry; None: no cap
+    # Pairs of jobs on one GPU (--colocate A+B, `sizer colocate`): each job on half of the grid's largest
+    # shape, beside its partner and alone (sizer.sweep.pairs); how the GPU is shared (--share).
+    colocate: list[str] = field(default_factory=list)
+    gpu_sharing: str = DEFAULT_SHARING
+    pairs_only: bool = False  # `sizer colocate`: the pairs alone, no grid of each job alone
 
 
 @dataclass
@@ -121,6 +128,7 @@ class SweepPlan:
     passes_reason: str = ""  # why the plan measures in this many passes, where the host chose
     # The points, passes and refine the plan takes if its start calibration spreads (apply_start_spread).
     on_spread: tuple[list[PlannedPoint], int, int] | None = None
+    pairs: list[PlannedPair] = field(default_factory=list)  # measured after the grid (sizer.sweep.colocate)
 
     def apply_start_spread(self, spread: float | None) -> bool:
         """Take the plan's points of more passes where the sweep's start calibration spread by more
@@ -131,6 +139,10 @@ class SweepPlan:
         self.on_spread = None
         self.passes_reason = f"the start calibration spread by {spread:.0%}, over {defaults.START_SPREAD_LIMIT:.0%}"
         return True
+
+    def pair_points(self) -> list[PlannedPoint]:
+        """Each pair's jobs, on their halves."""
+        return [p for pair in self.pairs for p in pair.halves]
 
     def dataset_needs(self, kinds: list[str] | None = None) -> DatasetNeeds:
         """What the plan's points read (`kinds`: these datasets only, default all the plan's)."""
@@ -149,7 +161,7 @@ class SweepPlan:
     def _image_formats(self) -> tuple[str, ...]:
         """The image files plus every packed format (lmdb, rec, tar) a point of the plan reads."""
         formats = {"files"}
-        for p in self.points:
+        for p in self.points + self.pair_points():
             cls = self.classes[p.workload]
             if cls.dataset != "imagenet":
                 continue
@@ -173,11 +185,11 @@ class SweepPlan:
     def estimate_s(self, calibrate: bool = True) -> float:
         """The points, the most `--refine` adds, and with `calibrate` the calibration and the host's
         speed measured during the sweep."""
-        total = sum(self.estimate_point_s(p) for p in self.points)
+        total = sum(self.estimate_point_s(p) for p in self.points) + pairs_estimate_s(self.pairs, self.estimate_point_s)
         if self.refine and self.points:
             total += self.refine_count() * self.estimate_point_s(self.points[-1])
         if calibrate and CALIBRATION_WORKLOAD in self.classes:
-            largest = max((p.shape.vcpus for p in self.points), default=1)
+            largest = max((p.shape.vcpus for p in self.points + self.pair_points()), default=1)
             total += defaults.calibration_s(total, CALIBRATION_BUDGET_S.get(self.profile, 10.0) if largest > 1 else None)
         return total
 
@@ -430,7 +442,8 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     """Everything checked, nothing run: the points, the host's CPUs and the limit backend."""
     check_strategy(opts.strategy, opts.max_points, opts.passes, opts.refine, opts.gpus, opts.parallel, opts.fleet)
     profile = resolve_profile(opts.profile)
-    entries = list(dict.fromkeys(e.strip() for e in (opts.workloads or defaults.default_workloads(profile))))
+    colocated = parse_pairs(opts.colocate)
+    entries = _entries(opts, profile, colocated)
     parsed = [parse_workload_entry(e) for e in entries]
     classes = _checked_classes(parsed, profile, opts.config)
     disks, disk_table = _checked_disks(opts, profile)
@@ -448,7 +461,7 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     budget = _time_budget(opts, profile)
     vm = hypervisor() if profile == "gpu" and opts.passes is None else None  # only a GPU host's passes follow it
     # An adaptive sweep plans each shape once and measures its passes as it takes it (adaptive_run).
-    chosen = (defaults.Passes(1, 0) if opts.strategy == "adaptive"
+    chosen = (defaults.Passes(1, 0) if opts.strategy == "adaptive" or opts.pairs_only
               else defaults.choose_passes(opts.passes, opts.refine, profile, vm))
     _check_refine(chosen)
 
@@ -458,7 +471,7 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
         return build_plan(pairs, vcpus, ram_gib, disks, profile, config=opts.config, ceiling=opts.ceiling, passes=passes,
                           gpus=opts.gpus, vcpus_per_gpu=opts.vcpus_per_gpu)
 
-    points = points_of(chosen.passes)
+    points = [] if opts.pairs_only else points_of(chosen.passes)
     notes.extend(gpu_notes)
     on_spread = None if chosen.on_spread is None else (points_of(chosen.on_spread[0]), *chosen.on_spread)
     _check_repeat_spread(opts)
@@ -467,8 +480,12 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
         most = len(on_spread[0]) if on_spread else len(points)
         check_out_folder(Path(opts.out_dir), most)
         check_store_file(store, most)
+    planned_pairs = _planned_pairs(opts, colocated, profile, vcpus, ram_gib, disks, disk_table, cpus)
     config = _plan_identity(opts, entries, vcpus, ram_gib, disks, profile, disk_table, budget, data_dir, chosen)
     config.update(_command_jobs(classes, profile))
+    if planned_pairs:  # a plan without pairs hashes as before
+        config["colocate"] = [pair.key for pair in planned_pairs]
+        config["pairs_only"] = bool(opts.pairs_only)
     return SweepPlan(
         points=points,
         profile=profile,
@@ -490,4 +507,32 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
         refine=chosen.refine,
         passes_reason=chosen.reason,
         on_spread=on_spread,
+        pairs=planned_pairs,
     )
+
+
+def _entries(opts: SweepOptions, profile: str, pairs: list[tuple[str, str]]) -> list[str]:
+    """The plan's workload entries: the grid's (--workloads or the default), then each pair's job
+    not among them (every job of a pair is sized alone too); with `pairs_only`, the pairs' jobs."""
+    if opts.pairs_only and not pairs:
+        raise SizerError("give two workloads to measure together on one GPU")
+    jobs = list(dict.fromkeys(job for pair in pairs for job in pair))
+    if opts.pairs_only:
+        return jobs
+    grid = list(dict.fromkeys(e.strip() for e in (opts.workloads or defaults.default_workloads(profile))))
+    known = {Variant.parse(e).entry for e in grid}
+    return grid + [job for job in jobs if job not in known]
+
+
+def _planned_pairs(opts: SweepOptions, pairs: list[tuple[str, str]], profile: str, vcpus: list[int],
+                   ram_gib: list[float], disks: list[str], disk_table: dict[str, DiskClass],
+                   cpus: HostCpus) -> list[PlannedPair]:
+    """The pairs on halves of the grid's largest one-GPU shape (the most vCPUs and RAM, the fastest
+    disk listed), everything checked: the halves, the GPU sharing."""
+    if not pairs:
+        return []
+    check_sharing(opts.gpu_sharing, profile)
+    instance = InstanceShape(max(vcpus), max(ram_gib), fastest_disk(disks, disk_table))
+    planned = plan_pairs(pairs, instance, opts.gpu_sharing, profile, opts.config)
+    halve_cpus(instance.vcpus, cpus)
+    return planned

@@ -97,6 +97,7 @@ class SweepRun:
         self.host_speed = HostSpeed(plan, store, 0, time.time())  # the sweep's own once it is open
         self.finished = False  # the sweep was finished before this run
         self.measure_many: MeasureMany | None = None  # --parallel: points side by side (`sizer.sweep.parallel`)
+        self.measure_pairs: Callable[[], None] | None = None  # --colocate: after the grid (`sizer.sweep.colocate`)
 
     def open(self, host: dict[str, Any]) -> None:
         """Start the sweep, or with --resume take up the newest one of the same plan on this host."""
@@ -210,6 +211,8 @@ class SweepRun:
                 self.measure(self.plan.points)
             if self.plan.refine and not self.left:
                 self.refine()
+            if self.measure_pairs is not None:
+                self.measure_pairs()
             if self.host_speed.enabled and self.host_speed.points_since:
                 self._measure_host_speed(0.0)  # the end of this run
 
@@ -269,6 +272,17 @@ class SweepRun:
         """Store a measured point (under `key`, default its own) and count it; its summary row."""
         key = key or point.key
         self.store.add_point(self.sweep_id, key, point.shape.as_dict(), run.result, run.enforced, run.started)
+        return self._count(point, run, t0, key, label)
+
+    def commit_together(self, measured: list[tuple[PlannedPoint, PointRun, str, str]], t0: float) -> list[dict[str, Any]]:
+        """Store points measured together, each (point, run, key, label), in one transaction (a
+        pair's two jobs: a kill stores both or neither), then count each; their summary rows."""
+        self.store.add_points(self.sweep_id, [(key, point.shape.as_dict(), run.result, run.enforced, run.started)
+                                              for point, run, key, _ in measured])
+        return [self._count(point, run, t0, key, label) for point, run, key, label in measured]
+
+    def _count(self, point: PlannedPoint, run: PointRun, t0: float, key: str, label: str | None) -> dict[str, Any]:
+        """A stored point counted: the progress bar, the summary and the caller's `on_point`."""
         self.done.add(key)
         self.host_speed.point_done()
         self.completed += 1
@@ -280,6 +294,8 @@ class SweepRun:
             row["parallel"] = run.result.extra["parallel"]
         if "alone" in run.result.extra:  # an interference check's measurement alone
             row["alone"] = True
+        if isinstance(run.result.extra.get("colocated"), dict):  # a pair's job, beside its partner or alone
+            row["colocated"] = {k: run.result.extra["colocated"][k] for k in ("job", "partner", "share_of")}
         label = label or point.label()
         self.bar.finish(self.completed, elapsed, row, label=label)
         self.summary["points"].append(row)
