@@ -4,10 +4,12 @@ For one fitted workload and one GPU model: predict the throughput of every catal
 with every disk class it can use, per GPU (a multi-GPU row is sized by its per-GPU share of vCPUs,
 disk bandwidth and price; its page cache is the instance's, one copy of the data serving every GPU:
 `sizer.model.scaling.shared_cache_ram_gib`), keep the options whose prediction is at least
-(1 - tolerance) of the GPU ceiling, and choose the cheapest priced one. A multi-GPU row's per-GPU
-rate, and so its cost per sample, is then scaled by the efficiency measured at its GPU count
-(`sizer.model.scaling`; "assumed linear beyond N measured GPUs" past the largest count measured);
-whether its share keeps its GPUs fed is judged before that scaling, which no larger share changes. Prices per GPU-hour are
+(1 - tolerance) of the GPU ceiling, and choose the cheapest priced one. A multi-GPU row is judged
+by its loaded per-GPU figure (`sizer.model.scaling.GpuScaling.loaded_at`): one GPU's figure times
+the efficiency measured with several GPUs at once ("assumed linear beyond N measured GPUs" past the
+largest count measured), or as measured with every slot of a parallel sweep busy, or times the load
+factor of its interference check; its reason says which, and where none was measured it says the
+figure is an idle host's. Its cost per sample follows the same figure. Prices per GPU-hour are
 compared in whole cents, so a multi-GPU row whose price divides to a hair below a one-GPU row's ties
 with it, and the tie goes to fewer GPUs. Every cheaper row that was rejected says what rejected it
 (cpu, disk, memory, GPU memory), and the choice is compared with the largest shape of its family.
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sizer.catalog import LOCAL_NVME, InstanceType, disk_types_for, normalize_gpu, whole_cents
@@ -27,7 +29,7 @@ from sizer.diskclasses import DiskClass, load_disk_classes
 from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.model import Prediction, WorkloadFit, meets_tolerance
 from sizer.model.decision import Judge, ShapeFigure, untrusted_words
-from sizer.model.scaling import GpuScaling, shared_cache_ram_gib
+from sizer.model.scaling import GpuScaling, LoadedFigure, shared_cache_ram_gib
 
 
 @dataclass
@@ -61,6 +63,10 @@ class Option:
     # A multi-GPU row: its per-GPU rate's factor for the GPU count (sizer.model.scaling), and what that assumes.
     gpu_efficiency: float = 1.0
     scaling_note: str = ""
+    # What its loaded per-GPU figure rests on (`LoadedFigure.basis`; "one GPU" for a one-GPU row).
+    load_basis: str = "one GPU"
+    # More vCPUs per GPU than any measured shape: its figure is the model's extrapolation.
+    extrapolated: bool = False
 
 
 @dataclass
@@ -224,16 +230,18 @@ class _Share:
     memory_gib: float
     price: float | None  # per GPU-hour
     cache_ram_gib: float = 0.0  # the RAM one GPU behaves as if it had alone (shared_cache_ram_gib)
-    efficiency: float = 1.0  # its per-GPU rate against one GPU's (sizer.model.scaling)
+    efficiency: float = 1.0  # its loaded per-GPU rate against one GPU's alone (sizer.model.scaling)
     scaling_note: str = ""
+    loaded: LoadedFigure = LoadedFigure(1.0, "one GPU")
 
     @classmethod
     def of(cls, row: InstanceType, footprint_gib: float = 0.0, scaling: GpuScaling | None = None) -> _Share:
         n = max(row.gpu_count, 1)
         price = None if row.price_per_hour is None else row.price_per_hour / n
         scaling = scaling or GpuScaling()
+        loaded = scaling.loaded_at(n, row.vcpus / n)
         return cls(n, row.vcpus / n, row.memory_gib / n, price, shared_cache_ram_gib(row.memory_gib, n, footprint_gib),
-                   scaling.efficiency_at(n, row.vcpus / n), scaling.note_for(n) if n > 1 else "")
+                   loaded.factor, scaling.note_for(n) if n > 1 else "", loaded)
 
     @property
     def note(self) -> str:
@@ -242,9 +250,7 @@ class _Share:
         words = (f"per-GPU share of a {self.gpus}-GPU instance: {self.vcpus:g} vCPUs, {self.memory_gib:g} GiB RAM "
                  f"(one page cache for all its GPUs: as {self.cache_ram_gib:.3g} GiB to one GPU alone), "
                  f"1/{self.gpus} of the disk bandwidth and price")
-        if self.efficiency != 1.0:
-            words += f"; per-GPU rate x {self.efficiency:.3g}, the efficiency measured with more GPUs"
-        return words + (f" ({self.scaling_note})" if self.scaling_note else "")
+        return words + (f"; {self.loaded.words}" if self.loaded.words else "")
 
 
 def _footprint(fit: WorkloadFit) -> float:
@@ -295,7 +301,9 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
     pred = sizing.predict(max(share.vcpus, 1e-9), share.cache_ram_gib, bw)
     figure = None if sizing.judge is None else sizing.judge.figure(pred, share.vcpus, share.cache_ram_gib, disk,
                                                                     share.gpus)
-    x = pred.throughput if figure is None else figure.rate
+    if figure is not None and share.efficiency != 1.0:
+        figure = _loaded(figure, share.efficiency)  # an instance of several GPUs is judged loaded
+    x = pred.throughput * share.efficiency if figure is None else figure.rate
     bottleneck = pred.bottleneck
     if bottleneck in ("disk", "memory") and pred.ram_needed_gib is not None and x > 0:
         # More RAM is the lever only where some row of this GPU has that much.
@@ -304,21 +312,43 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
     if figure is not None and figure.measured is not None and not meets and figure.measured.bottleneck in (
             "cpu", "disk", "memory") and bottleneck == "gpu":
         bottleneck = figure.measured.bottleneck  # the measurement saw what the model did not
-    x *= share.efficiency  # judged per GPU above; the rate of each of the row's GPUs here
+    if not meets and bottleneck == "gpu" and share.efficiency < 1.0:
+        bottleneck = "load"  # one GPU alone would be fed: the loaded host falls short
     cost_per_million = None if share.price is None or x <= 0 else share.price / (x * 3600.0) * 1e6
     hours = cost = None
     if sizing.job_samples and x > 0:
         hours = sizing.job_samples / x / 3600.0
         cost = None if share.price is None else hours * share.price
+    top = sizing.fit.measured_vcpus_max
     option = Option(row, disk, x, bottleneck, meets, cost_per_million, hours, cost, "",
                     share.vcpus, share.memory_gib, share.price, bw, gpu_efficiency=share.efficiency,
-                    scaling_note=share.scaling_note)
+                    scaling_note=share.scaling_note, load_basis=share.loaded.basis,
+                    extrapolated=bool(top) and share.vcpus > (top or 0))
     if figure is not None and sizing.judge is not None:
         _add_figure(option, figure, sizing.judge)
         if option.model_predicted is not None:
             option.model_predicted *= share.efficiency
     option.reason = "; ".join(_option_reasons(sizing, option, share, pred.ram_needed_gib))
     return option
+
+
+def _loaded(figure: ShapeFigure, factor: float) -> ShapeFigure:
+    """One GPU's figure as the loaded per-GPU figure of an instance of several (x `factor`)."""
+    return replace(figure, rate=figure.rate * factor, share=figure.share * factor,
+                   share_pessimistic=min(figure.share_pessimistic * factor, 1.0),
+                   share_optimistic=min(figure.share_optimistic * factor, 1.0))
+
+
+def _extrapolated_words(sizing: _Sizing, option: Option) -> str:
+    """Where an option gives each GPU more vCPUs than any measured shape: its figure is extrapolated,
+    with its range."""
+    if not option.extrapolated:
+        return ""
+    low, high = option.share_pessimistic, option.share_optimistic
+    span = ("" if low is None or high is None
+            else f": {min(low, high):.0%} to {max(low, high):.0%} of the {sizing.fit.ceiling_name}")
+    return (f"extrapolated{span}: no shape with {option.share_vcpus:g} vCPUs was measured (the most: "
+            f"{sizing.fit.measured_vcpus_max})")
 
 
 def _option_reasons(sizing: _Sizing, option: Option, share: _Share, ram_needed_gib: float | None) -> list[str]:
@@ -339,6 +369,9 @@ def _option_reasons(sizing: _Sizing, option: Option, share: _Share, ram_needed_g
     peak = fit.usl_peak_vcpus()
     if peak is not None and share.vcpus > peak and bottleneck == "cpu":
         why.append(f"more than about {peak:.0f} input workers slow the pipeline down: run that many")
+    extrapolated = _extrapolated_words(sizing, option)
+    if extrapolated:
+        why.append(extrapolated)
     if option.disk_class != LOCAL_NVME:
         types = disk_types_for(option.instance.cloud, option.disk_class)
         if types:
@@ -523,6 +556,14 @@ def _needs_local_nvme(sizing: _Sizing, considered: list[Option], rows: list[Inst
     return sizing.meets(unthrottled) and not sizing.meets(fastest)
 
 
+# How a multi-GPU row's loaded per-GPU figure was had (`LoadedFigure.basis`), in the reason's words.
+_LOAD_WORDS = {
+    "measured with every slot busy": "measured with every slot of a parallel sweep busy",
+    "load factor": "one GPU alone x the load factor of the interference check",
+    "idle host": "none measured, so an idle host's figure (each GPU may get less)",
+}
+
+
 def _chosen_reason(chosen: Option, ceiling, unit, gpu, tolerance, rejected: list[Option],
                    ceiling_name: str = "GPU ceiling") -> str:
     inst = chosen.instance
@@ -533,7 +574,8 @@ def _chosen_reason(chosen: Option, ceiling, unit, gpu, tolerance, rejected: list
         f"{_money(chosen.price_per_gpu_hour)} per GPU-hour, {_money(chosen.cost_per_million)} per million samples",
     ]
     if inst.gpu_count > 1:
-        parts.append(f"sized by its per-GPU share ({chosen.share_vcpus:g} vCPUs, {chosen.share_memory_gib:g} GiB)")
+        parts.append(f"sized by its per-GPU share ({chosen.share_vcpus:g} vCPUs, {chosen.share_memory_gib:g} GiB) and "
+                     f"judged by its loaded per-GPU figure: {_LOAD_WORDS.get(chosen.load_basis, chosen.load_basis)}")
     if rejected:
         counts = Counter("not judged" if o.basis == "not judged" else f"{o.bottleneck}-bound" for o in rejected)
         parts.append(f"{len(rejected)} cheaper row(s) fall short: "

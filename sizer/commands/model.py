@@ -16,13 +16,14 @@ from sizer.commands.options import (
     JobSamples,
     PointsInput,
     StoreInput,
+    TargetCalibration,
     Tolerance,
     cloud_flag,
     cpu_cost_flag,
     disk_classes_flag,
-    finite,
     gpu_flag,
     json_flag,
+    target_calibration,
 )
 from sizer.console import console, emit, print_table
 from sizer.diskclasses import load_disk_classes
@@ -31,7 +32,15 @@ from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.model import fit_points, group_points
 from sizer.points import Point, combine_passes, unsized_reason
 from sizer.report import load_inputs
-from sizer.sizing import Sizing, SizingTerms, option_json, recommendation_json, size, sweep_host_speeds
+from sizer.sizing import (
+    Sizing,
+    SizingTerms,
+    measured_fingerprint,
+    option_json,
+    recommendation_json,
+    size,
+    sweep_host_speeds,
+)
 
 # The options `fit` and `recommend` share with each other only.
 DiskCapsFile = Annotated[
@@ -123,6 +132,8 @@ def sizing_dict(sizing: Sizing) -> dict[str, Any]:
         "considered": [option_json(o, ceiling) for o in rec.considered],
         "knee": {"vcpus": sizing.knee, "low": sizing.knee_range.low, "high": sizing.knee_range.high,
                  "beyond_measured": sizing.knee_range.beyond_measured},
+        # Which host measured, which CPU the answer is for, and the translation (sizer.fingerprint).
+        "cpu": None if sizing.translation is None else sizing.translation.as_dict(),
         "needs": {"disk_class": disk_class, "ram_gib": ram_gib},
         "sized": True,
     }
@@ -186,6 +197,8 @@ def _render_recommend(data: dict[str, Any]) -> None:
     print_table(table, drop=("job", "$/million", "of ceiling"))
     for rec in data["recommendations"]:
         console.print(f"[bold]{rec['workload']}[/bold]: {rec['reason']}")
+        if rec.get("cpu"):
+            console.print(f"  CPU: {rec['cpu']['words']}")
         for o in rec["rejected_cheaper"]:
             console.print(f"  rejected {o['instance_type']} ({o['cloud']}, ${o['price_per_gpu_hour']:,.3f}/GPU-hour): "
                           f"{o['bottleneck']}-bound, {_num(o['predicted'])} {rec['unit']}{_low_end_text(o, rec)}")
@@ -212,11 +225,7 @@ def recommend(
     confidence: Confidence = DEFAULT_CONFIDENCE,
     dataset_gib: DatasetGib = None,
     job_samples: JobSamples = None,
-    target_calibration: Annotated[
-        Optional[float],
-        typer.Option("--target-calibration", callback=finite,
-                     help="Per-vCPU calibration (images/s) of the target's CPU model (`sizer probe`); scales the CPU term."),
-    ] = None,
+    target_cpu: TargetCalibration = None,
     cloud: Annotated[Optional[list[str]], cloud_flag("Only these clouds; repeatable.")] = None,
     workload: Annotated[Optional[list[str]], typer.Option("--workload", help="Only these workloads; repeatable.")] = None,
     disk_classes: DiskCapsFile = None,
@@ -232,6 +241,7 @@ def recommend(
 
     Example: sizer recommend --store results/sizer.db --gpu H100 --catalog my-prices.csv --job-samples 115.2e6
     """
+    target_cal = target_calibration(target_cpu)  # a bad file or rate is refused before any work
     table = load_disk_classes(disk_classes)
     inputs = load_inputs(store, input_file, table)
     points = inputs["points"]
@@ -244,7 +254,8 @@ def recommend(
         known = sorted({normalize_gpu(r.gpu) for r in load_catalog(tuple(catalog or ()), clouds=cloud)})
         raise SizerError(f"no catalog row has GPU {target!r} (known: {', '.join(known)})")
     terms = SizingTerms(tuple(rows), target, table, tolerance, confidence, dataset_gib, job_samples,
-                        target_calibration, host_speeds=sweep_host_speeds(s.calibration for s in inputs["sweeps"]))
+                        target_cal, host_speeds=sweep_host_speeds(s.calibration for s in inputs["sweeps"]),
+                        measured_host=measured_fingerprint(inputs["sweeps"]))
     fits = _fit(points, dataset_gib, table, cpu_cost)
     groups = group_points(combine_passes(points))
     if workload:

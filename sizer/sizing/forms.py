@@ -51,6 +51,10 @@ def option_json(option: Option, ceiling: float | None) -> dict[str, Any]:
         # A multi-GPU row's per-GPU rate factor for its GPU count, and what it assumes (sizer.model.scaling).
         "gpu_efficiency": significant(finite_number(option.gpu_efficiency), 4),
         "scaling_note": option.scaling_note or None,
+        # What a multi-GPU row's loaded per-GPU figure rests on ("one GPU" for a one-GPU row), and
+        # whether its vCPUs per GPU lie beyond every measured shape (its figure extrapolated).
+        "load_basis": option.load_basis,
+        "extrapolated": bool(option.extrapolated),
     }
 
 
