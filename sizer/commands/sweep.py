@@ -344,8 +344,9 @@ Interference = Annotated[Optional[int], typer.Option(
     "--interference",
     metavar="N",
     min=0,
-    help="With --parallel: measure the first N shapes alone as well (same slot, nothing else running); the "
-         "report gives parallel against alone per shape, median and largest. Default 2; 0: off.")]
+    help="With --parallel: measure N CPU-bound shapes (the largest vCPU counts on the fastest disk at the largest "
+         "RAM) first, with every slot busy, and alone as well (same slot, nothing else running); the report gives "
+         "parallel against alone per shape, and the load factor judges instances of several GPUs. Default 2; 0: off.")]
 Strategy = Annotated[str, typer.Option(
     "--strategy",
     help="grid: measure every shape of the grid. adaptive: per workload, start from a few shapes (the GPU "
