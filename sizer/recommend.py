@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from sizer.catalog import LOCAL_NVME, InstanceType, disk_types_for, normalize_gpu, whole_cents
@@ -63,10 +63,8 @@ class Option:
     # A multi-GPU row: its per-GPU rate's factor for the GPU count (sizer.model.scaling), and what that assumes.
     gpu_efficiency: float = 1.0
     scaling_note: str = ""
-    # What its loaded per-GPU figure rests on (`LoadedFigure.basis`; "one GPU" for a one-GPU row).
-    load_basis: str = "one GPU"
-    # More vCPUs per GPU than any measured shape: its figure is the model's extrapolation.
-    extrapolated: bool = False
+    load_basis: str = "one GPU"  # what its loaded per-GPU figure rests on (`LoadedFigure.basis`)
+    extrapolated: bool = False  # more vCPUs per GPU than any measured shape: the model's extrapolation
 
 
 @dataclass
@@ -302,7 +300,7 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
     figure = None if sizing.judge is None else sizing.judge.figure(pred, share.vcpus, share.cache_ram_gib, disk,
                                                                     share.gpus)
     if figure is not None and share.efficiency != 1.0:
-        figure = _loaded(figure, share.efficiency)  # an instance of several GPUs is judged loaded
+        figure = figure.scaled(share.efficiency)  # an instance of several GPUs is judged loaded
     x = pred.throughput * share.efficiency if figure is None else figure.rate
     bottleneck = pred.bottleneck
     if bottleneck in ("disk", "memory") and pred.ram_needed_gib is not None and x > 0:
@@ -319,11 +317,10 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
     if sizing.job_samples and x > 0:
         hours = sizing.job_samples / x / 3600.0
         cost = None if share.price is None else hours * share.price
-    top = sizing.fit.measured_vcpus_max
     option = Option(row, disk, x, bottleneck, meets, cost_per_million, hours, cost, "",
                     share.vcpus, share.memory_gib, share.price, bw, gpu_efficiency=share.efficiency,
                     scaling_note=share.scaling_note, load_basis=share.loaded.basis,
-                    extrapolated=bool(top) and share.vcpus > (top or 0))
+                    extrapolated=share.vcpus > (sizing.fit.measured_vcpus_max or share.vcpus))
     if figure is not None and sizing.judge is not None:
         _add_figure(option, figure, sizing.judge)
         if option.model_predicted is not None:
@@ -332,23 +329,13 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
     return option
 
 
-def _loaded(figure: ShapeFigure, factor: float) -> ShapeFigure:
-    """One GPU's figure as the loaded per-GPU figure of an instance of several (x `factor`)."""
-    return replace(figure, rate=figure.rate * factor, share=figure.share * factor,
-                   share_pessimistic=min(figure.share_pessimistic * factor, 1.0),
-                   share_optimistic=min(figure.share_optimistic * factor, 1.0))
-
-
 def _extrapolated_words(sizing: _Sizing, option: Option) -> str:
     """Where an option gives each GPU more vCPUs than any measured shape: its figure is extrapolated,
     with its range."""
-    if not option.extrapolated:
-        return ""
     low, high = option.share_pessimistic, option.share_optimistic
-    span = ("" if low is None or high is None
-            else f": {min(low, high):.0%} to {max(low, high):.0%} of the {sizing.fit.ceiling_name}")
-    return (f"extrapolated{span}: no shape with {option.share_vcpus:g} vCPUs was measured (the most: "
-            f"{sizing.fit.measured_vcpus_max})")
+    span = "" if low is None or high is None else f": {min(low, high):.0%} to {max(low, high):.0%} of the ceiling"
+    return "" if not option.extrapolated else (f"extrapolated{span}: no shape with {option.share_vcpus:g} vCPUs was "
+                                               f"measured (the most: {sizing.fit.measured_vcpus_max})")
 
 
 def _option_reasons(sizing: _Sizing, option: Option, share: _Share, ram_needed_gib: float | None) -> list[str]:
@@ -556,14 +543,6 @@ def _needs_local_nvme(sizing: _Sizing, considered: list[Option], rows: list[Inst
     return sizing.meets(unthrottled) and not sizing.meets(fastest)
 
 
-# How a multi-GPU row's loaded per-GPU figure was had (`LoadedFigure.basis`), in the reason's words.
-_LOAD_WORDS = {
-    "measured with every slot busy": "measured with every slot of a parallel sweep busy",
-    "load factor": "one GPU alone x the load factor of the interference check",
-    "idle host": "none measured, so an idle host's figure (each GPU may get less)",
-}
-
-
 def _chosen_reason(chosen: Option, ceiling, unit, gpu, tolerance, rejected: list[Option],
                    ceiling_name: str = "GPU ceiling") -> str:
     inst = chosen.instance
@@ -575,7 +554,7 @@ def _chosen_reason(chosen: Option, ceiling, unit, gpu, tolerance, rejected: list
     ]
     if inst.gpu_count > 1:
         parts.append(f"sized by its per-GPU share ({chosen.share_vcpus:g} vCPUs, {chosen.share_memory_gib:g} GiB) and "
-                     f"judged by its loaded per-GPU figure: {_LOAD_WORDS.get(chosen.load_basis, chosen.load_basis)}")
+                     f"judged by its loaded per-GPU figure: {LoadedFigure(1.0, chosen.load_basis).reason}")
     if rejected:
         counts = Counter("not judged" if o.basis == "not judged" else f"{o.bottleneck}-bound" for o in rejected)
         parts.append(f"{len(rejected)} cheaper row(s) fall short: "

@@ -261,8 +261,9 @@ def _cell(x: float | None, fmt: str = "{:.2f}") -> str:
 
 
 def render(summary: list[dict[str, Any]]) -> None:
-    print(f"{'condition':<6} {'vCPUs':>5} {'sizer':>9} {'loop':>9} {'ratio':>6}   per image (ms CPU): "
-          "all / decode+augment / read+assembly / collate; training process cores; opens; KB read")
+    print(f"{'condition':<6} {'vCPUs':>5} {'sizer':>9} {'loop':>9} {'ratio':>6}   per image (ms CPU): all / "
+          "decode+augment / read (sizer: and batch assembly) / collate; training process cores; opens; "
+          "KB (sizer: from the disk; loop: read by its workers)")
     for e in summary:
         s, lp = e["sizer"], e["loop"]
         print(f"{e['condition']:<6} {e['vcpus']:>5} {_cell(s['throughput'], '{:,.0f}'):>9} "

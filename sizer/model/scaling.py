@@ -94,6 +94,13 @@ class LoadedFigure:
     basis: str
     words: str = ""
 
+    @property
+    def reason(self) -> str:
+        """The basis as the chosen row's reason says it."""
+        return {"measured with every slot busy": "measured with every slot of a parallel sweep busy",
+                "load factor": "one GPU alone x the load factor of the interference check",
+                "idle host": "none measured, so an idle host's figure (each GPU may get less)"}.get(self.basis, self.basis)
+
 
 @dataclass(frozen=True)
 class GpuScaling:
