@@ -248,12 +248,13 @@ def translate(measured: HostFingerprint | None, measured_one_ips: float | None,
     here = measured.label if measured else "the measuring host"
     if measured and measured.rate_words() != "no calibration":
         here += f" ({measured.rate_words()})"
+    own = "the measuring host's CPU" + (f" ({measured.cpu_model})" if measured and measured.cpu_model else "")
     if target is None:
-        return CpuTranslation(1.0, "none", here, "the measuring host's CPU",
+        return CpuTranslation(1.0, "none", here, own,
                               note="no --target-calibration: another CPU model moves every CPU-bound figure")
     if not isinstance(target, HostFingerprint):
         if not one:
-            return CpuTranslation(1.0, "none", here, "the measuring host's CPU",
+            return CpuTranslation(1.0, "none", here, own,
                                   note="the sweep has no calibration, so --target-calibration cannot be applied")
         return CpuTranslation(float(target) / one, "one vCPU busy", here,
                               f"a CPU of {float(target):.0f} images/s per vCPU with one busy", one, float(target))

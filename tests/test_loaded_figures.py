@@ -209,3 +209,12 @@ def test_an_option_beyond_the_measured_vcpus_says_it_is_extrapolated_with_its_ra
     p5en = _option(rec, "p5en.48xlarge")
     assert p5en.extrapolated and "extrapolated: " in p5en.reason and "no shape with 24 vCPUs was measured" in p5en.reason
     assert "% to " in p5en.reason.split("extrapolated")[1]
+
+
+def test_parallel_4_on_a_64_thread_h200_host_takes_2_slots_wide_enough_for_28_vcpus(cli, tmp_path, h200_host):
+    h200_host(64)
+    planned = _dry_run(cli, tmp_path, "--gpu", "H200", "--parallel", "4")
+    assert len(planned["parallel"]["slots"]) == 2
+    assert all(len(slot["cpus"]) == 32 for slot in planned["parallel"]["slots"])
+    assert sorted({p["vcpus"] for p in planned["points"]}) == [2, 4, 8, 16, 24, 28, 32]
+    assert any("--parallel 4 would give each slot 16 threads" in n for n in planned["notes"])
