@@ -31,7 +31,7 @@ def _result(rate: float, *, synthetic: bool = False, loaded: bool = False, bottl
 
 
 def store(path: Path, per_vcpu: float, calibration: dict, vcpus=(2, 4, 8, 12), loaded: float | None = None,
-          threads: int = 16) -> Path:
+          threads: int = 16, whole: float | None = None) -> Path:
     """One sweep of one host: resnet50-train at `per_vcpu` images/s per vCPU up to the ceiling on local
     NVMe with ample RAM (x `loaded` and marked as beside three other slots, where given)."""
     with Store(path) as opened:
@@ -46,6 +46,10 @@ def store(path: Path, per_vcpu: float, calibration: dict, vcpus=(2, 4, 8, 12), l
             opened.add_point(sweep, f"v{v}", {"vcpus": v, **shape},
                              _result(rate, loaded=loaded is not None, bottleneck="cpu" if rate < CEILING else "gpu"),
                              {}, time.time())
+        if whole is not None:  # 4 GPUs at 8 vCPUs each, each GPU at `whole` of one alone
+            node = _result(4 * min(CEILING, per_vcpu * 8) * whole)
+            node.extra["shape"] = {"vcpus": 32, "gpus": 4, **shape}  # a sweep records the shape's GPUs there
+            opened.add_point(sweep, "whole", {"vcpus": 32, **shape}, node, {}, time.time())
         opened.finish_sweep(sweep)
     return path
 
@@ -99,6 +103,16 @@ def test_a_loaded_sweep_is_unloaded_before_it_is_compared_with_figures_alone(hos
     (result,) = json.loads(out)
     assert result["a_load"]["factor"] == 0.8 and result["a_load"]["source"] == "given"
     assert all(r["ratio"] == pytest.approx(1.0, abs=0.04) for r in result["translation"]["rows"])
+
+
+def test_a_whole_node_point_is_predicted_with_the_load_given(hosts, tmp_path):
+    a, _, _ = hosts
+    b = store(tmp_path / "b_node.sqlite", 240.0, {"ips_per_vcpu": 330.0, "ips_per_vcpu_loaded": 360.0,
+                                                   "loaded_vcpus": 16}, whole=0.75, threads=64)
+    code, out, err = run("--a", str(a), "--b", str(b), "--json", "--b-load", "0.75")
+    assert code == 0, err
+    (node,) = [r for r in json.loads(out)[0]["translation"]["rows"] if "4 GPUs" in r["shape"]]
+    assert node["b"] == pytest.approx(4 * 1920 * 0.75) and node["ratio"] == pytest.approx(1.0, abs=0.04)
 
 
 def test_a_store_without_the_variant_is_refused_in_one_line(hosts):
