@@ -19,6 +19,7 @@ except ImportError:  # older typer depends on click itself
 import typer
 
 from sizer import __version__
+from sizer.commands import calibrate as calibrate_cmd
 from sizer.commands import catalog as catalog_cmd
 from sizer.commands import colocate as colocate_cmd
 from sizer.commands import data as data_cmd
@@ -88,6 +89,7 @@ catalog_app.command("list")(catalog_cmd.list_rows)
 catalog_app.command("import-skypilot")(catalog_cmd.import_skypilot)
 
 app.command("probe")(probe_cmd.probe)
+app.command("calibrate")(calibrate_cmd.calibrate)
 app.add_typer(disks_app, name="disks")
 app.add_typer(data_app, name="data")
 app.command("workloads")(workloads_cmd.list_workloads)

@@ -108,8 +108,11 @@ def test_the_recommendation_scales_multi_gpu_rows_and_says_where_it_extrapolates
     assert eight.gpu_efficiency == pytest.approx(0.9) and eight.scaling_note == "assumed linear beyond 2 measured GPUs"
     assert eight.predicted == pytest.approx(0.9 * one.predicted, rel=0.01)
     assert eight.cost_per_million == pytest.approx(one.cost_per_million / 0.9, rel=0.01)
-    assert eight.meets == one.meets  # whether its share feeds each GPU is judged before the scaling
-    assert "per-GPU rate x 0.9" in eight.reason and "one page cache for all its GPUs" in eight.reason
+    # An instance of several GPUs is judged by its loaded per-GPU figure: 90% of the ceiling misses 5%.
+    assert one.meets and not eight.meets and eight.load_basis == "measured with 2 GPUs"
+    assert one.load_basis == "idle host" and "an idle host's figure" in one.reason
+    assert "one GPU's x 0.9, the efficiency measured with 2 GPUs at once" in eight.reason
+    assert "one page cache for all its GPUs" in eight.reason
     alone = _option(scaled, "g5.xlarge", "local-nvme")
     assert alone.gpu_efficiency == 1.0 and alone.scaling_note == ""
     assert alone.predicted == _option(linear, "g5.xlarge", "local-nvme").predicted

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sizer.diskclasses import load_disk_classes
 from sizer.errors import SizerError
 from sizer.interference import parallel_context
 from sizer.points import ParallelMark, Point
@@ -204,13 +205,14 @@ def test_copies_that_do_not_fit_the_disk_are_refused():
 
 
 # ---------------------------------------------------------------- the interference check
-def test_checks_are_the_first_one_gpu_shapes_of_the_first_pass():
+def test_checks_are_the_largest_one_gpu_shapes_of_the_first_pass():
     def point(v: int, **kw) -> PlannedPoint:
         return PlannedPoint("w", "gpu", InstanceShape(v, 4, "ssd", kw.pop("gpus", 1)), **kw)
 
     points = [point(8, ceiling=True), point(2, gpus=2), point(4), point(2, pass_no=2), point(6), point(8)]
-    assert choose_checks(points, 2) == [points[2].key, points[4].key]
-    assert choose_checks(points, 0) == []
+    table = load_disk_classes()
+    assert choose_checks(points, 2, table) == [points[5].key, points[4].key]
+    assert choose_checks(points, 0, table) == []
     assert alone_key(points[2].key) == points[2].key + "#alone"
 
 

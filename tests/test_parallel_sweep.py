@@ -75,7 +75,9 @@ def test_the_dry_run_shows_the_slots_and_the_shorter_estimate(cli, tmp_path):
     assert code == 0, err
     planned = json.loads(out)
     assert [s["slot"] for s in planned["parallel"]["slots"]] == [0, 1]
-    assert planned["parallel"]["interference_checks"] == [planned["points"][0]["key"]]
+    # The check is a CPU-bound shape: the fastest disk, never one its throttle caps.
+    assert planned["parallel"]["interference_checks"] == [p["key"] for p in planned["points"]
+                                                          if p["disk_class"] == "local-nvme"]
     assert "parallel" not in json.loads(serial)
     assert planned["parallel"]["estimated_seconds"] < planned["estimated_seconds"] == json.loads(serial)["estimated_seconds"]
     note = next(n for n in planned["notes"] if n.startswith("--parallel 2: slot 0"))

@@ -5,6 +5,7 @@ raises the passes of a plan that leaves them to it."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -22,7 +23,7 @@ def own_lock_and_short_repeats(tmp_path, monkeypatch):
 
 def tiny_sweep(tmp_path: Path, *more: str, ram: str = "512M,768M") -> list[str]:
     """A real cpu-spin sweep of 1 vCPU at each RAM size, 1 s a point, with its calibration (one vCPU
-    at most: no loaded calibration)."""
+    at most: no loaded calibration of the plan's largest count, only the host's every thread busy)."""
     return ["sweep", "--workloads", "cpu-spin", "--vcpus", "1", "--ram", ram, "--disks", "local-nvme",
             "--budget", "1", "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "out"),
             "--data", str(tmp_path / "data"), "--json", *more]
@@ -54,6 +55,14 @@ def test_a_sweep_measures_the_host_at_its_start_during_it_and_at_its_end(cli, tm
     assert calibration["spread"] == timeline[0]["spread"]
     assert timeline[0]["at_s"] < 60 and [e["at_s"] for e in timeline] == sorted({e["at_s"] for e in timeline})
     assert json.loads(out)["calibration"]["timeline"] == timeline
+    # The host's fingerprint, kept with the record: its rates, every thread of the host busy at once.
+    fingerprint = calibration["fingerprint"]
+    assert fingerprint["kind"] == "sizer-host-fingerprint" and fingerprint["source"] == "sweep 1"
+    assert fingerprint["calibration"]["one_busy"]["ips_per_vcpu"] == calibration["ips_per_vcpu"]
+    assert fingerprint["memory"]["copy_gbps"] > 0 and fingerprint["cpu"]["threads"] == os.cpu_count()
+    if len(os.sched_getaffinity(0)) > 1:
+        assert calibration["all_busy_vcpus"] == len(os.sched_getaffinity(0))
+        assert fingerprint["calibration"]["all_busy"]["ips_per_vcpu"] == calibration["ips_per_vcpu_all_busy"] > 0
 
 
 @pytest.mark.cgroup

@@ -15,7 +15,7 @@ from sizer.command_job import CommandJob, define_command_job
 from sizer.commands.options import CpuQuota, JsonOutput, LimitBackendName, finite, store_flag
 from sizer.commands.pair_table import ShareOption, render_pairs
 from sizer.commands.sweep import CommandLine, MetricRegexOption, UnitOption, parse_set
-from sizer.console import console, emit, err_console
+from sizer.console import console, emit, err_console, styled
 from sizer.errors import SizerError
 from sizer.shapes import host_cpus, host_ram_bytes
 from sizer.sweep import DEFAULT_OUT, STORE_NAME, SweepOptions, run_sweep
@@ -43,7 +43,7 @@ def render(data: dict[str, Any]) -> None:
         console.print(f"{data['skipped']} point(s) were already stored and not measured again")
     console.print(f"store: {data.get('store')}")
     for note in data.get("notes", []):
-        console.print(f"[yellow]{note}[/]")
+        console.print(styled((note, "yellow")))
 
 
 def _command_line() -> str:

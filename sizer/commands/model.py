@@ -16,25 +16,35 @@ from sizer.commands.options import (
     JobSamples,
     PointsInput,
     StoreInput,
+    TargetCalibration,
     Tolerance,
     cloud_flag,
     cpu_cost_flag,
     disk_classes_flag,
-    finite,
     gpu_flag,
     json_flag,
     positive,
+    target_calibration,
 )
 from sizer.commands.rank import render_ranking
 from sizer.console import console, emit, print_table, styled
 from sizer.diskclasses import load_disk_classes
 from sizer.errors import NothingSized, SizerError
+from sizer.fingerprint import HostFingerprint
 from sizer.gpu_ranking import ANY_GPU, rank_workload
 from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.model import fit_points, group_points
 from sizer.points import Point, combine_passes, unsized_reason
 from sizer.report import load_inputs
-from sizer.sizing import Sizing, SizingTerms, option_json, recommendation_json, size, sweep_host_speeds
+from sizer.sizing import (
+    Sizing,
+    SizingTerms,
+    measured_fingerprint,
+    option_json,
+    recommendation_json,
+    size,
+    sweep_host_speeds,
+)
 
 # The options `fit` and `recommend` share with each other only.
 DiskCapsFile = Annotated[
@@ -126,6 +136,8 @@ def sizing_dict(sizing: Sizing) -> dict[str, Any]:
         "considered": [option_json(o, ceiling) for o in rec.considered],
         "knee": {"vcpus": sizing.knee, "low": sizing.knee_range.low, "high": sizing.knee_range.high,
                  "beyond_measured": sizing.knee_range.beyond_measured},
+        # Which host measured, which CPU the answer is for, and the translation (sizer.fingerprint).
+        "cpu": None if sizing.translation is None else sizing.translation.as_dict(),
         "needs": {"disk_class": disk_class, "ram_gib": ram_gib},
         "sized": True,
     }
@@ -133,12 +145,14 @@ def sizing_dict(sizing: Sizing) -> dict[str, Any]:
 
 def _recommend_any(points: list[Point], sweeps: list[Any], table: dict[str, Any], catalog: list[Path] | None,
                    cloud: list[str] | None, workload: list[str] | None, tolerance: float, confidence: float,
-                   dataset_gib: float | None, job_samples: float | None, target_calibration: float | None,
-                   cpu_cost: bool, min_rate: float | None, as_json: bool) -> None:
+                   dataset_gib: float | None, job_samples: float | None,
+                   target_cal: float | HostFingerprint | None, cpu_cost: bool, min_rate: float | None,
+                   as_json: bool) -> None:
     """`--gpu any`: each workload's ranking of every GPU type (`sizer.commands.rank`)."""
     rows = load_catalog(tuple(catalog or ()), clouds=cloud, known_disks=table.keys())
     terms = SizingTerms(tuple(rows), ANY_GPU, table, tolerance, confidence, dataset_gib, job_samples,
-                        target_calibration, host_speeds=sweep_host_speeds(s.calibration for s in sweeps))
+                        target_cal, host_speeds=sweep_host_speeds(s.calibration for s in sweeps),
+                        measured_host=measured_fingerprint(sweeps))
     fits = _fit(points, dataset_gib, table, cpu_cost)
     groups = _chosen_groups(group_points(combine_passes(points)), workload)
     rankings: list[dict[str, Any]] = []
@@ -225,6 +239,8 @@ def _render_recommend(data: dict[str, Any]) -> None:
     print_table(table, drop=("job", "$/million", "of ceiling"))
     for rec in data["recommendations"]:
         console.print(styled((rec["workload"], "bold"), f": {rec['reason']}"))
+        if rec.get("cpu"):
+            console.print(f"  CPU: {rec['cpu']['words']}")
         for o in rec["rejected_cheaper"]:
             console.print(f"  rejected {o['instance_type']} ({o['cloud']}, ${o['price_per_gpu_hour']:,.3f}/GPU-hour): "
                           f"{o['bottleneck']}-bound, {_num(o['predicted'])} {rec['unit']}{_low_end_text(o, rec)}")
@@ -252,11 +268,7 @@ def recommend(
     confidence: Confidence = DEFAULT_CONFIDENCE,
     dataset_gib: DatasetGib = None,
     job_samples: JobSamples = None,
-    target_calibration: Annotated[
-        Optional[float],
-        typer.Option("--target-calibration", callback=finite,
-                     help="Per-vCPU calibration (images/s) of the target's CPU model (`sizer probe`); scales the CPU term."),
-    ] = None,
+    target_cpu: TargetCalibration = None,
     cloud: Annotated[Optional[list[str]], cloud_flag("Only these clouds; repeatable.")] = None,
     workload: Annotated[Optional[list[str]], typer.Option("--workload", help="Only these workloads; repeatable.")] = None,
     disk_classes: DiskCapsFile = None,
@@ -287,12 +299,13 @@ def recommend(
     """
     if min_rate is not None and (gpu or "").strip().lower() != ANY_GPU:
         raise SizerError("--min-rate ranks GPU types: give it with --gpu any")
+    target_cal = target_calibration(target_cpu)  # a bad file or rate is refused before any work
     table = load_disk_classes(disk_classes)
     inputs = load_inputs(store, input_file, table)
     points = inputs["points"]
     if (gpu or "").strip().lower() == ANY_GPU:
         _recommend_any(points, inputs["sweeps"], table, catalog, cloud, workload, tolerance, confidence, dataset_gib,
-                       job_samples, target_calibration, cpu_cost, min_rate, as_json)
+                       job_samples, target_cal, cpu_cost, min_rate, as_json)
         return
     measured = sorted({normalize_gpu(p.gpu_model) for p in points if p.gpu_model})
     target = gpu or (measured[0] if len(measured) == 1 else None)
@@ -303,7 +316,8 @@ def recommend(
         known = sorted({normalize_gpu(r.gpu) for r in load_catalog(tuple(catalog or ()), clouds=cloud)})
         raise SizerError(f"no catalog row has GPU {target!r} (known: {', '.join(known)})")
     terms = SizingTerms(tuple(rows), target, table, tolerance, confidence, dataset_gib, job_samples,
-                        target_calibration, host_speeds=sweep_host_speeds(s.calibration for s in inputs["sweeps"]))
+                        target_cal, host_speeds=sweep_host_speeds(s.calibration for s in inputs["sweeps"]),
+                        measured_host=measured_fingerprint(inputs["sweeps"]))
     fits = _fit(points, dataset_gib, table, cpu_cost)
     groups = _chosen_groups(group_points(combine_passes(points)), workload)
     recs = []

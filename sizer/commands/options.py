@@ -18,6 +18,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from sizer.errors import SizerError
+from sizer.fingerprint import HostFingerprint, read_fingerprint
 from sizer.levels import check_confidence, check_tolerance
 
 
@@ -113,3 +114,25 @@ CpuQuota = Annotated[bool, typer.Option(
     "--cpu-quota",
     help="Also cap CPU time with a CFS quota of the vCPUs, as a container's CPU limit does (Kubernetes "
          "limits.cpu). Off: the cpuset alone pins the shape.")]
+
+
+def target_calibration(text: str | None) -> float | HostFingerprint | None:
+    """`--target-calibration`: a host fingerprint file (`sizer calibrate --out FILE`), or a number,
+    the target CPU's one-vCPU rate in images/s; a bad one is refused in one line before any work."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return read_fingerprint(Path(text))
+    if not math.isfinite(value) or value <= 0:
+        raise SizerError(f"--target-calibration must be a fingerprint file or a rate > 0, got {text!r}")
+    return value
+
+
+TargetCalibration = Annotated[Optional[str], typer.Option(
+    "--target-calibration", metavar="FILE|RATE",
+    help="The CPU to answer for: a fingerprint of the target instance type (`sizer calibrate --out FILE`, "
+         "taken there or on a CPU-only instance of its CPU family); the CPU-side figures are translated by "
+         "the ratio of the every-vCPU-busy rates. A number is the target's one-vCPU rate (images/s). "
+         "Default: the measuring host's CPU.")]

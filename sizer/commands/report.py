@@ -16,10 +16,12 @@ from sizer.commands.options import (
     PointsInput,
     ReportFolder,
     StoreInput,
+    TargetCalibration,
     Tolerance,
     cpu_cost_flag,
     gpu_flag,
     json_flag,
+    target_calibration,
 )
 from sizer.console import console, emit, print_table, styled
 from sizer.diskclasses import load_disk_classes
@@ -72,6 +74,7 @@ def report(
     confidence: Confidence = DEFAULT_CONFIDENCE,
     dataset_gib: DatasetGib = None,
     job_samples: JobSamples = None,
+    target_cpu: TargetCalibration = None,
     cpu_cost: Annotated[
         bool,
         cpu_cost_flag("Fit the model on CPU-bound figures scaled by each window's CPU time per "
@@ -92,12 +95,13 @@ def report(
 
       sizer report --store results/sizer.sqlite --out results-steady --cpu-cost   (a host whose speed drifts)
     """
+    target_cal = target_calibration(target_cpu)  # a bad file or rate is refused before any work
     check_out_folder(out)
     table = load_disk_classes(disk_classes)
     inputs = load_inputs(store, input_file, table)
     check_out_folder(out, len(inputs["points"]))
     command = _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost,
-                            disk_classes, confidence)
+                            disk_classes, confidence, target_cpu)
     rank_gpus = (gpu or "").strip().lower() == ANY_GPU
     context = build_context(
         inputs["points"],
@@ -114,6 +118,7 @@ def report(
         disk_classes=table,
         confidence=confidence,
         rank_gpus=rank_gpus,
+        target_calibration=target_cal,
     )
     files = write_context(context, inputs["points"], out)
     emit(context if as_json else {"context": context, "files": files}, as_json, _render)
@@ -123,7 +128,7 @@ def report(
 
 
 def _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, job_samples, cpu_cost=False,
-                  disk_classes=None, confidence=DEFAULT_CONFIDENCE) -> str:
+                  disk_classes=None, confidence=DEFAULT_CONFIDENCE, target_cpu=None) -> str:
     """The command that reproduces this report, rebuilt from its options."""
     parts = ["sizer", "report"]
     parts += ["--store", str(store)] if store else ["--input", str(input_file)]
@@ -144,4 +149,6 @@ def _command_line(store, input_file, out, gpu, catalog, tolerance, dataset_gib, 
         parts.append("--cpu-cost")
     if disk_classes:
         parts += ["--disk-classes", str(disk_classes)]
+    if target_cpu:
+        parts += ["--target-calibration", str(target_cpu)]
     return " ".join(shlex.quote(p) for p in parts)

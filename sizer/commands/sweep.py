@@ -371,14 +371,16 @@ Parallel = Annotated[Optional[int], typer.Option(
     min=1,
     help="Measure up to K one-GPU points at once, each on its own GPU with its own cores (NUMA-local where "
          "the host has NUMA nodes), limits and dataset copy (slot i>0 reads a copy: the dataset's size again "
-         "on its disk per extra slot). Points of several GPUs run alone. Default: 1 (side by side, points moved "
-         "by up to 12% against alone on a 4-GPU host: docs/PERFORMANCE.md).")]
+         "on its disk per extra slot). Points of several GPUs run alone. With the default vCPU levels, fewer and "
+         "wider slots where K would be too narrow for the vCPUs per GPU the target GPU is sold with. Default: 1 "
+         "(side by side, points moved by up to 12% against alone on a 4-GPU host: docs/PERFORMANCE.md).")]
 Interference = Annotated[Optional[int], typer.Option(
     "--interference",
     metavar="N",
     min=0,
-    help="With --parallel: measure the first N shapes alone as well (same slot, nothing else running); the "
-         "report gives parallel against alone per shape, median and largest. Default 2; 0: off.")]
+    help="With --parallel: measure N CPU-bound shapes (the largest vCPU counts on the fastest disk at the largest "
+         "RAM) first, with every slot busy, and alone as well (same slot, nothing else running); the report gives "
+         "parallel against alone per shape, and the load factor judges instances of several GPUs. Default 2; 0: off.")]
 Strategy = Annotated[str, typer.Option(
     "--strategy",
     help="grid: measure every shape of the grid. adaptive: per workload, start from a few shapes (the GPU "

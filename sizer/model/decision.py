@@ -52,6 +52,12 @@ class ShapeFigure:
     def judged(self) -> bool:
         return self.basis != "not judged"
 
+    def scaled(self, factor: float) -> ShapeFigure:
+        """The figure times `factor` (one GPU's as an instance of several GPUs' loaded per-GPU figure)."""
+        return replace(self, rate=self.rate * factor, share=self.share * factor,
+                       share_pessimistic=min(self.share_pessimistic * factor, 1.0),
+                       share_optimistic=min(self.share_optimistic * factor, 1.0))
+
 
 def fit_trusted(fit: WorkloadFit, tolerance: float) -> bool:
     """Whether the fit's model is trusted (`model_trusted`: its held-out shapes and their largest error)."""

@@ -14,6 +14,7 @@ from sizer.model.assemble import FittedTerms, assemble
 from sizer.model.cpu_cost import cpu_cost_note, take_out_cpu_cost, window_cpu_speed
 from sizer.model.grouping import group_points, multi_gpu_groups
 from sizer.model.identify import fit_identifiable
+from sizer.model.load import measure_load
 from sizer.model.measured import GroupMeasurements, measure_group
 from sizer.model.problem import FitProblem, ape_stats, leave_one_out, starts, with_sharpness
 from sizer.model.scaling import measure_scaling
@@ -57,6 +58,7 @@ def fit_points(
     fits: dict[str, WorkloadFit] = {}
     combined = combine_passes(points)
     multi_gpu = multi_gpu_groups(combined)
+    every = group_points(points)  # each measurement: the interference check's loaded and alone ones apart
     for name, group in group_points(combined).items():
         fit = fit_workload(name, group, disk_classes, dataset_gib, disk_mbps or {}, loo, smooth)
         if fit is None:
@@ -64,7 +66,7 @@ def fit_points(
         fit.refit_without = partial(_refit_without, name, group, disk_classes, dataset_gib, disk_mbps or {}, smooth)
         real = [p for p in group if p.usable and p.input != SYNTHETIC_INPUT]
         fit.reads_once = bool(real) and all(_reads_once(p) for p in real)
-        fit.scaling = measure_scaling(fit, group, multi_gpu.get(name, []))
+        fit.scaling = measure_scaling(fit, group, multi_gpu.get(name, []), measure_load(every.get(name, [])))
         if fit.reads_once:
             fit.notes.append("reads each sample once: RAM beyond the workload's footprint cannot lift a "
                              "disk bound (no later pass finds the data in the page cache)")

@@ -16,6 +16,12 @@ measured counts the straight line between them (one GPU: 1), beyond the largest 
 that count's ("assumed linear beyond N measured GPUs": the per-GPU rate stays). At a count measured
 at several vCPU-per-GPU levels, the level nearest the row's share.
 
+An instance of N GPUs is judged by its loaded per-GPU figure (`GpuScaling.loaded_at`): where a
+point of several GPUs was measured, one GPU's figure times that count's efficiency (measured with
+the whole node busy); else, where the fit's points were measured with every slot of a parallel sweep
+busy, its own figure; else one GPU alone times the load factor the interference check measured
+(`sizer.model.load`); else one GPU alone, said as an idle host's figure.
+
 Page cache and disk of a multi-GPU instance (`shared_cache_ram_gib`): a dataset cached once serves
 every GPU, so the RAM for caching is the instance's, not a GPU's; each GPU reads 1 / N of the disk.
 Pure: points and fits in, figures out.
@@ -27,6 +33,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from sizer.model.load import LoadFactor
 from sizer.model.types import WorkloadFit
 from sizer.points import Point
 from sizer.variants import SYNTHETIC_INPUT
@@ -78,10 +85,54 @@ class ScalingPoint:
 
 
 @dataclass(frozen=True)
+class LoadedFigure:
+    """The factor on one GPU's figure that gives an N-GPU instance's loaded per-GPU figure, what it
+    rests on (`basis`: "one GPU", "measured with N GPUs", "measured with every slot busy",
+    "load factor", "idle host"), and the words its reason says."""
+
+    factor: float
+    basis: str
+    words: str = ""
+
+    @property
+    def reason(self) -> str:
+        """The basis as the chosen row's reason says it."""
+        return {"measured with every slot busy": "measured with every slot of a parallel sweep busy",
+                "load factor": "one GPU alone x the load factor of the interference check",
+                "idle host": "none measured, so an idle host's figure (each GPU may get less)"}.get(self.basis, self.basis)
+
+
+@dataclass(frozen=True)
 class GpuScaling:
-    """A workload variant's multi-GPU points against its one-GPU fit (empty: none measured)."""
+    """A workload variant's multi-GPU points against its one-GPU fit (empty: none measured), and the
+    load its one-GPU points saw (`sizer.model.load`)."""
 
     points: tuple[ScalingPoint, ...] = ()
+    load: LoadFactor = LoadFactor()
+
+    def loaded_at(self, gpus: int, vcpus_per_gpu: float | None = None) -> LoadedFigure:
+        """How an instance of `gpus` GPUs gets its loaded per-GPU figure from one GPU's (see the module)."""
+        if gpus <= 1:
+            return LoadedFigure(1.0, "one GPU")
+        measured = self.measured_gpus
+        if measured > 1:
+            factor = self.efficiency_at(gpus, vcpus_per_gpu)
+            beyond = self.note_for(gpus)
+            return LoadedFigure(factor, f"measured with {measured} GPUs",
+                                f"loaded per-GPU figure: one GPU's x {factor:.3g}, the efficiency measured with "
+                                f"{measured} GPUs at once" + (f" ({beyond})" if beyond else ""))
+        load = self.load
+        if load.fit_loaded:
+            return LoadedFigure(1.0, "measured with every slot busy",
+                                f"loaded per-GPU figure: measured with the other {load.slots - 1} slot(s) of a "
+                                "parallel sweep busy")
+        if load.factor is not None:
+            return LoadedFigure(load.factor, "load factor",
+                                f"loaded per-GPU figure: one GPU alone x {load.factor:.3g}, the load factor "
+                                f"measured with {load.slots} slots busy (the interference check)")
+        return LoadedFigure(1.0, "idle host",
+                            "an idle host's figure: no loaded measurement (a point of several GPUs, `--gpus`, or "
+                            "a parallel sweep's interference check, `--parallel`), so each GPU may get less")
 
     @property
     def measured_gpus(self) -> int:
@@ -131,9 +182,11 @@ class GpuScaling:
                                                                               p.gpus))]}
 
 
-def measure_scaling(fit: WorkloadFit, one_gpu: list[Point], multi_gpu: list[Point]) -> GpuScaling:
+def measure_scaling(fit: WorkloadFit, one_gpu: list[Point], multi_gpu: list[Point],
+                    load: LoadFactor | None = None) -> GpuScaling:
     """The scaling of a fitted variant from its multi-GPU points (each shape once: passes combined),
-    against its one-GPU points (`one_gpu`, passes combined) and its fit."""
+    against its one-GPU points (`one_gpu`, passes combined) and its fit; `load`: the load its one-GPU
+    measurements saw (`sizer.model.load.measure_load`)."""
     singles = [p for p in one_gpu if p.usable and p.input != SYNTHETIC_INPUT and p.gpus == 1]
     rows = []
     for p in multi_gpu:
@@ -142,7 +195,7 @@ def measure_scaling(fit: WorkloadFit, one_gpu: list[Point], multi_gpu: list[Poin
         reference, basis = _one_gpu_reference(fit, singles, p)
         rows.append(ScalingPoint(p.gpus, p.vcpus, p.ram_gib, p.disk_class, p.throughput, reference, basis,
                                  share_prediction(fit, p)))
-    return GpuScaling(tuple(rows))
+    return GpuScaling(tuple(rows), load or LoadFactor())
 
 
 def _one_gpu_reference(fit: WorkloadFit, singles: list[Point], point: Point) -> tuple[float | None, str]:

@@ -146,16 +146,18 @@ class WorkloadFit:
         disk = self.disk_mbps(point.disk_class)
         return self._predict(point.vcpus, point.ram_gib, ram, disk, cpu_scale=1.0)
 
-    def predict_share(self, point: Point, vcpus: float, ram_gib: float, disk_mbps: float | None) -> Prediction:
+    def predict_share(self, point: Point, vcpus: float, ram_gib: float, disk_mbps: float | None,
+                      cpu_scale: float = 1.0) -> Prediction:
         """`predict_measured` at another shape: `vcpus`, `ram_gib` and `disk_mbps` (None: not
         capped) in place of the point's, measured as the point was (its window inside or past its
-        first pass). One GPU's share of a multi-GPU point (sizer.model.scaling)."""
+        first pass). One GPU's share of a multi-GPU point (sizer.model.scaling). `cpu_scale`: the
+        CPU term carried to another host's CPU (`sizer.fingerprint`)."""
         footprint = self.value("footprint_gib")
         dataset = self.value("measured_dataset_gib") or self.value("dataset_gib")
         cache = min(ram_gib, cache_ram(point, footprint, dataset))
         if self.reads_once:
             cache = min(cache, footprint or 0.0)
-        return self._predict(vcpus, ram_gib, cache, disk_mbps, cpu_scale=1.0)
+        return self._predict(vcpus, ram_gib, cache, disk_mbps, cpu_scale=cpu_scale)
 
     def _predict(self, vcpus: float, ram_gib: float, cache_gib: float, disk_mbps: float | None,
                  cpu_scale: float = 1.0, monotone: bool = False) -> Prediction:

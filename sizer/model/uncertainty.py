@@ -209,17 +209,18 @@ class KneeRange:
 
 
 def knee_range(fit: WorkloadFit, draws: FitDraws, tolerance: float, confidence: float, ram_gib: float,
-               disk_mbps: float | None, max_vcpus: int) -> KneeRange:
+               disk_mbps: float | None, max_vcpus: int, cpu_scale: float = 1.0) -> KneeRange:
     """The fewest vCPUs within `tolerance` of the ceiling (ample RAM, the given disk) with the CPU term
     moved to the optimistic and to the pessimistic end: the host's speeds (`FitDraws.factor`) and, at a
     count without a CPU-bound measurement, the model's held-out error for the CPU term there
-    (`level_error.vcpu_band`), in quadrature. None where no count up to `max_vcpus` reaches it."""
+    (`level_error.vcpu_band`), in quadrature; `cpu_scale`: the CPU term carried to another host's
+    CPU (`sizer.fingerprint`). None where no count up to `max_vcpus` reaches it."""
     optimistic = math.inf if draws.cpu_open else draws.factor(confidence, pessimistic=False)
     pessimistic = draws.factor(confidence, pessimistic=True)
     low = high = None
     error = 0.0
     for v in range(1, max_vcpus + 1):
-        predicted = fit.predict(v, ram_gib, disk_mbps)
+        predicted = fit.predict(v, ram_gib, disk_mbps, cpu_scale=cpu_scale)
         error = vcpu_band(fit, v, confidence, cpu=True)
         down, up = widen(1.0, pessimistic, optimistic, error, error)  # factors moved by the error, in quadrature
         if low is None and _meets_at(fit, draws, predicted, max(up, down), tolerance):

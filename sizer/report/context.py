@@ -17,6 +17,7 @@ from sizer import __version__
 from sizer.catalog import InstanceType, load_catalog
 from sizer.diskclasses import DiskClass, load_disk_classes
 from sizer.errors import SizerError
+from sizer.fingerprint import HostFingerprint
 from sizer.gpu_ranking import rank_workload
 from sizer.interference import parallel_context
 from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
@@ -28,7 +29,15 @@ from sizer.report.hosts import host_labels, points_by_host, shared_workloads, si
 from sizer.report.sharing import shared_context
 from sizer.report.trust import host_speed_timelines
 from sizer.report.workload import workload_context
-from sizer.sizing import SizingTerms, disk_order, host_gpu_names, sweep_host_speeds, target_catalog, target_gpu
+from sizer.sizing import (
+    SizingTerms,
+    disk_order,
+    host_gpu_names,
+    measured_fingerprint,
+    sweep_host_speeds,
+    target_catalog,
+    target_gpu,
+)
 from sizer.store import SweepRow, sweep_calibration_ips
 from sizer.values import jsonable, significant
 
@@ -198,6 +207,22 @@ def _calibration(points: Sequence[Point], sweeps: Sequence[SweepRow]) -> dict[st
     }
 
 
+def _cpu_target(target: float | HostFingerprint | None) -> dict[str, Any]:
+    """The CPU the report answers for: the measuring host's, a fingerprint's (`--target-calibration
+    FILE`) or a one-vCPU rate's; each workload's `cpu` says how its figures were translated."""
+    if target is None:
+        return {"kind": "measuring host", "fingerprint": None, "ips_per_vcpu": None,
+                "note": "The answers are for the measuring host's CPU: another CPU model moves every CPU-bound "
+                        "figure (give --target-calibration with the target's fingerprint)."}
+    if isinstance(target, HostFingerprint):
+        return {"kind": "fingerprint", "fingerprint": target.to_json(), "ips_per_vcpu": target.all_busy_ips,
+                "note": f"The answers are for {target.label} ({target.rate_words()}): the CPU-side figures are "
+                        "translated by the ratio of the every-vCPU-busy rates."}
+    return {"kind": "rate", "fingerprint": None, "ips_per_vcpu": target,
+            "note": f"The answers are for a CPU of {target:.0f} images/s per vCPU with one busy: the CPU-side "
+                    "figures are translated by the ratio of the one-vCPU rates."}
+
+
 def _catalog_summary(catalog: Sequence[Any], catalog_files: Sequence[str | Path]) -> dict[str, Any]:
     clouds = Counter((r.cloud, r.price_source, r.price_date) for r in catalog)
     return {
@@ -242,7 +267,9 @@ def _workloads_per_host(measured: list[Point], points: list[Point], hosts: list[
     out = _workloads(alone, combine_passes(alone), terms, cpu_cost, ranked=ranked) if alone else []
     labels = host_labels(hosts)
     for host_id, mine in points_by_host([p for p in measured if p.workload in shared]).items():
-        own = dataclasses.replace(terms, host_speeds=sweep_host_speeds(s.calibration for s in sweeps if s.host_id == host_id))
+        mine_sweeps = [s for s in sweeps if s.host_id == host_id]
+        own = dataclasses.replace(terms, host_speeds=sweep_host_speeds(s.calibration for s in mine_sweeps),
+                                  measured_host=measured_fingerprint(mine_sweeps))
         out.extend(_workloads(mine, combine_passes(mine), own, cpu_cost, labels.get(host_id, f"host {host_id}"),
                               ranked))
     rank = {label: i for i, label in enumerate(labels.values())}  # hosts in the order their first sweep came
@@ -267,6 +294,7 @@ def build_context(
     cpu_cost: bool = False,
     confidence: float = DEFAULT_CONFIDENCE,
     rank_gpus: bool = False,
+    target_calibration: float | HostFingerprint | None = None,
 ) -> dict[str, Any]:
     """Everything the report shows, as plain JSON-able data (results.json is this, versioned).
 
@@ -276,7 +304,9 @@ def build_context(
     Each shape is shown at the median of its passes. `cpu_cost`: the model is fitted on CPU-bound
     figures with each window's CPU time per sample taken out (`sizer.model.take_out_cpu_cost`); the
     points shown stay as measured. `rank_gpus`: every sized workload is also ranked across every GPU
-    type of the catalogs (`gpu_ranking`, the report's first table; `sizer.gpu_ranking`)."""
+    type of the catalogs (`gpu_ranking`, the report's first table; `sizer.gpu_ranking`).
+    `target_calibration`: the CPU to answer for (a host fingerprint, or a one-vCPU rate; None: the
+    measuring host's), the CPU-side figures translated to it."""
     measured = list(points)
     points = combine_passes(measured)
     if not points:
@@ -288,7 +318,8 @@ def build_context(
     target, target_source = target_gpu(gpu, host_gpus)
     catalog = target_catalog(target, gpu, catalog_files)
     terms = SizingTerms(tuple(catalog), target, disk_classes, tolerance, confidence, dataset_gib, job_samples,
-                        host_speeds=sweep_host_speeds(s.calibration for s in sweeps))
+                        target_calibration, host_speeds=sweep_host_speeds(s.calibration for s in sweeps),
+                        measured_host=measured_fingerprint(sweeps))
     ranked = load_catalog(user_files=tuple(catalog_files), builtin=True) if rank_gpus else []
     workloads = _workloads_per_host(measured, points, hosts, sweeps, terms, cpu_cost, ranked)
     attach_adaptive(workloads, sweeps)  # `sizer sweep --strategy adaptive`: measured, predicted, why it stopped
@@ -316,6 +347,7 @@ def build_context(
         "parallel": parallel_context(measured),  # `sizer sweep --parallel`: points beside others, the interference check
         "shared": shared_context(measured, workloads, terms),  # pairs of jobs on one GPU (`sizer colocate`), priced
         "calibration": _calibration(points, sweeps),
+        "cpu_target": _cpu_target(target_calibration),
         "method": method_summary(measured),  # the rule each figure follows (workloads.protocol.METHOD_VERSION)
         "disk_classes": [
             {"name": d.name, "read_mbps": d.read_mbps, "read_iops": d.read_iops, "description": d.description}

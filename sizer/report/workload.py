@@ -193,6 +193,8 @@ def _unfitted_parts(points: Sequence[Point], tolerance: float) -> dict[str, Any]
         "curves": {},
         "catalog_rows": [],
         "scaling": None,
+        "cpu": None,
+        "load": None,
     }
 
 
@@ -224,7 +226,19 @@ def _fitted_parts(points: Sequence[Point], fit: WorkloadFit, terms: SizingTerms)
         "curves": _curves(fit, points, sizing.inputs.disks, sizing.inputs.ram_high / 2),
         "catalog_rows": considered_options(rec),
         "scaling": fit.scaling.summary() if fit.scaling is not None else None,  # sizer.model.scaling
+        # Which host measured, which CPU the answer is for, and the translation (sizer.fingerprint).
+        "cpu": None if sizing.translation is None else sizing.translation.as_dict(),
+        "load": _load(fit),  # how instances of several GPUs get their loaded per-GPU figure (sizer.model.load)
     }
+
+
+def _load(fit: WorkloadFit) -> dict[str, Any] | None:
+    """The load the fit's points saw and how a row of several GPUs is judged loaded."""
+    scaling = fit.scaling
+    if scaling is None:
+        return None
+    loaded = scaling.loaded_at(max(2, scaling.measured_gpus))
+    return {**(scaling.load.summary() or {}), "basis": loaded.basis, "words": loaded.words}
 
 
 def workload_context(name: str, points: Sequence[Point], fit: WorkloadFit | None, terms: SizingTerms,

@@ -15,7 +15,14 @@ from sizer.sizing.forms import option_json, recommendation_json
 from sizer.sizing.knee import KneeInputs, KneeRangeSummary, MeasuredKnee, disk_order, knee_inputs, predict_throughput
 from sizer.sizing.ram import DiskNeed, OutOfMemory
 from sizer.sizing.size import Sizing, SizingTerms, option_pick, size
-from sizer.sizing.target import DEFAULT_TARGET_GPU, host_gpu_names, sweep_host_speeds, target_catalog, target_gpu
+from sizer.sizing.target import (
+    DEFAULT_TARGET_GPU,
+    host_gpu_names,
+    measured_fingerprint,
+    sweep_host_speeds,
+    target_catalog,
+    target_gpu,
+)
 
 __all__ = [
     "DEFAULT_TARGET_GPU",
@@ -29,6 +36,7 @@ __all__ = [
     "disk_order",
     "host_gpu_names",
     "knee_inputs",
+    "measured_fingerprint",
     "option_json",
     "option_pick",
     "predict_throughput",

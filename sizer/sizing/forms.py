@@ -54,6 +54,10 @@ def option_json(option: Option, ceiling: float | None) -> dict[str, Any]:
         # Its figure stands at a ceiling that is only a lower bound: say "at least the best measured".
         "at_lower_bound": bool(option.at_lower_bound),
         "why_not": option.why_not or None,
+        # What a multi-GPU row's loaded per-GPU figure rests on ("one GPU" for a one-GPU row), and
+        # whether its vCPUs per GPU lie beyond every measured shape (its figure extrapolated).
+        "load_basis": option.load_basis,
+        "extrapolated": bool(option.extrapolated),
     }
 
 

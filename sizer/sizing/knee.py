@@ -24,10 +24,12 @@ MIN_SEARCH_VCPUS = 64
 SEARCH_FACTOR = 4
 
 
-def predict_throughput(fit: WorkloadFit, vcpus: float, ram_gib: float, disk_mbps: float | None) -> float | None:
-    """The fit's throughput at a shape; None where the model has no finite answer."""
+def predict_throughput(fit: WorkloadFit, vcpus: float, ram_gib: float, disk_mbps: float | None,
+                       cpu_scale: float = 1.0) -> float | None:
+    """The fit's throughput at a shape (its CPU term x `cpu_scale`: another host's CPU); None where
+    the model has no finite answer."""
     try:
-        value = fit.predict(vcpus, ram_gib, disk_mbps).throughput
+        value = fit.predict(vcpus, ram_gib, disk_mbps, cpu_scale=cpu_scale).throughput
     except (ValueError, ZeroDivisionError, OverflowError):
         return None
     return finite_number(value)
@@ -150,12 +152,14 @@ def knee_inputs(points: Sequence[Point], fit: WorkloadFit, dataset_gib: float | 
     return KneeInputs(disks, fastest, max(max_ram, (dataset_gib or 0.0) + footprint) * 2, v_max)
 
 
-def predicted_knee(fit: WorkloadFit, ceiling: float | None, tolerance: float, at: KneeInputs) -> int | None:
-    """Fewest vCPUs the model predicts within `tolerance` of the ceiling (ample RAM, fastest disk)."""
+def predicted_knee(fit: WorkloadFit, ceiling: float | None, tolerance: float, at: KneeInputs,
+                   cpu_scale: float = 1.0) -> int | None:
+    """Fewest vCPUs the model predicts within `tolerance` of the ceiling (ample RAM, fastest disk;
+    the CPU term x `cpu_scale` for another host's CPU)."""
     if not ceiling:
         return None
     for v in range(1, at.search_top + 1):
-        x = predict_throughput(fit, v, at.ram_high, at.fastest_mbps)
+        x = predict_throughput(fit, v, at.ram_high, at.fastest_mbps, cpu_scale)
         if x is not None and meets_tolerance(x, ceiling, tolerance):
             return v
     return None
@@ -182,10 +186,11 @@ class KneeRangeSummary:
 
 
 def knee_range_summary(fit: WorkloadFit, draws: FitDraws, tolerance: float, confidence: float, at: KneeInputs,
-                       measured: Sequence[MeasuredKnee] = ()) -> KneeRangeSummary:
-    """The knee's range at `confidence` (`sizer.model.uncertainty.knee_range`) and whether the
-    measurements settle it (`measured`: each decode mode's measured knee)."""
-    knee = knee_range(fit, draws, tolerance, confidence, at.ram_high, at.fastest_mbps, at.search_top)
+                       measured: Sequence[MeasuredKnee] = (), cpu_scale: float = 1.0) -> KneeRangeSummary:
+    """The knee's range at `confidence` (`sizer.model.uncertainty.knee_range`; the CPU term x
+    `cpu_scale` for another host's CPU) and whether the measurements settle it (`measured`: each
+    decode mode's measured knee)."""
+    knee = knee_range(fit, draws, tolerance, confidence, at.ram_high, at.fastest_mbps, at.search_top, cpu_scale)
     factors = sorted((knee.pessimistic, knee.optimistic))
     top = max((v for row in measured for v in row.measured_vcpus), default=None)
     reason = open_reason(knee.high, top, measured, factors[0])

@@ -14,8 +14,9 @@ from typing import Mapping, Sequence
 from sizer.catalog import InstanceType, normalize_gpu
 from sizer.diskclasses import DiskClass
 from sizer.errors import SizerError
+from sizer.fingerprint import CpuTranslation, HostFingerprint, translate
 from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE, check_confidence, check_tolerance
-from sizer.model import WorkloadFit, cpu_scale
+from sizer.model import WorkloadFit
 from sizer.model.uncertainty import FitDraws, fit_draws, host_speeds
 from sizer.points import Point
 from sizer.recommend import Option, Recommendation, recommend
@@ -36,9 +37,12 @@ from sizer.sizing.ram import DiskNeed, OutOfMemory, least_needs, out_of_memory, 
 class SizingTerms:
     """What a workload is sized against, checked where it enters: the target GPU's catalog rows and
     the disk-class table; the tolerance and the confidence of every range; a stated dataset size
-    (GiB) and job (samples); the target CPU's per-vCPU calibration (images/s; None: the measuring
-    host's CPU); each sweep's host speeds over its run (`target.sweep_host_speeds`); and, where a
-    caller asks what the pick would be under one verdict, whether the model is trusted."""
+    (GiB) and job (samples); the target CPU (`target_calibration`: a host fingerprint, or a one-vCPU
+    rate in images/s; None: the measuring host's CPU) and the measuring host's fingerprint
+    (`measured_host`, from its sweeps: `target.measured_fingerprint`), whose ratio translates the CPU
+    term (`sizer.fingerprint.translate`); each sweep's host speeds over its run
+    (`target.sweep_host_speeds`); and, where a caller asks what the pick would be under one
+    verdict, whether the model is trusted."""
 
     catalog: tuple[InstanceType, ...]
     target: str
@@ -47,19 +51,25 @@ class SizingTerms:
     confidence: float = DEFAULT_CONFIDENCE
     dataset_gib: float | None = None
     job_samples: float | None = None
-    target_calibration: float | None = None
+    target_calibration: float | HostFingerprint | None = None
     host_speeds: tuple[tuple[float, ...], ...] = ()
     trusted: bool | None = None
+    measured_host: HostFingerprint | None = None
 
     def __post_init__(self) -> None:
         check_tolerance(self.tolerance)
         check_confidence(self.confidence)
+        target = None if isinstance(self.target_calibration, HostFingerprint) else self.target_calibration
         for name, value in (("dataset size (GiB)", self.dataset_gib), ("job samples", self.job_samples),
-                            ("target calibration", self.target_calibration)):
+                            ("target calibration", target)):
             if value is not None and not value > 0:
                 raise SizerError(f"the {name} must be > 0, got {value:g}")
         object.__setattr__(self, "target", normalize_gpu(self.target))
         object.__setattr__(self, "catalog", tuple(self.catalog))
+
+    def translation(self, fit: WorkloadFit) -> CpuTranslation:
+        """How the fit's CPU-side figures are carried to the CPU the answer is for."""
+        return translate(self.measured_host, fit.calibration_ips, self.target_calibration)
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,7 @@ class Sizing:
     recommendation: Recommendation | None
     catalog_error: str | None
     draws: FitDraws = field(repr=False)
+    translation: CpuTranslation | None = None
 
     @property
     def chosen(self) -> Option | None:
@@ -116,7 +127,7 @@ def _recommendation(fit: WorkloadFit, terms: SizingTerms) -> tuple[Recommendatio
     try:
         rec = recommend(fit, list(terms.catalog), terms.target, tolerance=terms.tolerance,
                         disk_classes=dict(terms.disk_classes), job_samples=terms.job_samples,
-                        cpu_scale=cpu_scale(fit.calibration_ips, terms.target_calibration),
+                        cpu_scale=terms.translation(fit).factor,
                         confidence=terms.confidence, trusted=terms.trusted)
     except SizerError as exc:
         return None, str(exc)
@@ -127,11 +138,12 @@ def size(points: Sequence[Point], fit: WorkloadFit, terms: SizingTerms) -> Sizin
     """Size one fitted workload (`points`: the fitted group's points, each shape once)."""
     ceiling = fit_ceiling(fit)
     at = knee_inputs(points, fit, terms.dataset_gib)
-    knee = predicted_knee(fit, ceiling, terms.tolerance, at)
+    translation = terms.translation(fit)
+    knee = predicted_knee(fit, ceiling, terms.tolerance, at, translation.factor)
     draws = fit_draws(fit, host=host_speeds([list(ips) for ips in terms.host_speeds]))
     measured = tuple(measured_knees(points, ceiling, terms.tolerance, fit.ceiling_name))
-    knee_range = knee_range_summary(fit, draws, terms.tolerance, terms.confidence, at, measured)
+    knee_range = knee_range_summary(fit, draws, terms.tolerance, terms.confidence, at, measured, translation.factor)
     ram = tuple(ram_needs(fit, ceiling, terms.tolerance, knee or at.vcpus_max, at.disks, at.ram_high))
     rec, error = _recommendation(fit, terms)
     return Sizing(fit, terms, ceiling, at, knee, knee_range, measured, ram, tuple(out_of_memory(points)), rec, error,
-                  draws)
+                  draws, translation)

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Sequence
 
 from sizer.catalog import InstanceType, load_catalog, normalize_gpu
 from sizer.errors import SizerError
+from sizer.fingerprint import HostFingerprint, fingerprint_of_record
 from sizer.values import finite_number
 
 # The GPU a report sizes for where neither --gpu nor a measured host names one.
@@ -55,3 +56,15 @@ def sweep_host_speeds(calibrations: Iterable[dict[str, Any] | None]) -> tuple[tu
         if ips:
             out.append(tuple(ips))
     return tuple(out)
+
+
+def measured_fingerprint(sweeps: Iterable[Any]) -> HostFingerprint | None:
+    """The measuring host's fingerprint (`sizer.fingerprint`): the one the newest sweep with a
+    calibration stored, else made from its calibration record and host (sweeps: rows with `id`,
+    `calibration` and `host`, as `sizer.store.Store.sweeps` gives them). None without a calibration."""
+    for sweep in reversed(list(sweeps)):
+        found = fingerprint_of_record(getattr(sweep, "calibration", None), getattr(sweep, "host", None),
+                                      f"sweep {getattr(sweep, 'id', '?')}")
+        if found is not None:
+            return found
+    return None

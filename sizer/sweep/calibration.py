@@ -1,7 +1,8 @@
-"""A sweep's calibration: one vCPU's decode-and-augment rate (and each vCPU's with the plan's largest
-vCPU count decoding at once), so a sweep on this CPU model can be scaled to another. Measured once
-per host and CPU work, then reused by later sweeps of that host; the host's speed over each sweep
-is measured anew (sizer.sweep.timeline)."""
+"""A sweep's calibration: one vCPU's decode-and-augment rate, each vCPU's with the plan's largest
+vCPU count decoding at once and, where the host has more threads than that, with every thread
+decoding at once (the rate a translation to another host uses: `sizer.fingerprint`), so a sweep on
+this CPU model can be scaled to another. Measured once per host and CPU work, then reused by later
+sweeps of that host; the host's speed over each sweep is measured anew (sizer.sweep.timeline)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,26 @@ def calibrate(plan: SweepPlan, datasets: dict[str, Dataset], at_s: float = 0.0) 
         busy = _largest_vcpus(plan)
         if busy > 1:
             calibration.update(_loaded_calibration(plan, datasets, alone_point(plan).shape, busy))
+        calibration.update(all_busy_calibration(plan, datasets, calibration))
     return calibration
+
+
+def all_busy_calibration(plan: SweepPlan, datasets: dict[str, Dataset], calibration: dict[str, Any],
+                         budget_s: float | None = None) -> dict[str, Any]:
+    """The per-vCPU rate with every hardware thread of the host decoding at once (`ips_per_vcpu_all_busy`
+    at `all_busy_vcpus`): the plan's loaded rate where its largest count is the whole host, else
+    measured (a parallel sweep's slots, a cloud instance's neighbours load the whole host)."""
+    threads = plan.cpus.threads
+    if int(calibration.get("loaded_vcpus") or 0) >= threads and calibration.get("ips_per_vcpu_loaded"):
+        return {"ips_per_vcpu_all_busy": calibration["ips_per_vcpu_loaded"], "all_busy_vcpus": threads,
+                "all_busy_spread": calibration.get("loaded_spread")}
+    if threads < 2:
+        return {}
+    measured = _loaded_calibration(plan, datasets, alone_point(plan).shape, threads, budget_s)
+    if "ips_per_vcpu_loaded" not in measured:
+        return {"all_busy_status": measured.get("loaded_status"), "all_busy_error": measured.get("loaded_error")}
+    return {"ips_per_vcpu_all_busy": measured["ips_per_vcpu_loaded"], "all_busy_vcpus": measured["loaded_vcpus"],
+            "all_busy_spread": measured["loaded_spread"]}
 
 
 def calibration_note(plan: SweepPlan) -> str:
@@ -55,6 +75,7 @@ def calibration_note(plan: SweepPlan) -> str:
     busy = _largest_vcpus(plan)
     runs = f"{REPEATS} times on 1 vCPU (about {REPEAT_BUDGET_S:.0f} s each)"
     runs += f", then on {busy} vCPUs at once (about {budget:.0f} s)" if busy > 1 else ""
+    runs += f", then on all {plan.cpus.threads} threads at once" if plan.cpus.threads > max(busy, 1) else ""
     return (f"calibrating the CPU: {CALIBRATION_WORKLOAD} decodes and augments JPEGs {runs}, "
             "so this sweep can be scaled to another CPU model")
 
@@ -63,17 +84,24 @@ def _largest_vcpus(plan: SweepPlan) -> int:
     return max((p.shape.vcpus for p in plan.points), default=1)
 
 
-def _loaded_calibration(plan: SweepPlan, datasets: dict[str, Dataset], alone: InstanceShape, vcpus: int) -> dict[str, Any]:
-    """The same rate with the plan's largest vCPU count all decoding at once (see cpu-calibrate):
-    what each vCPU of a loader with one worker per vCPU can give."""
+def _loaded_calibration(plan: SweepPlan, datasets: dict[str, Dataset], alone: InstanceShape, vcpus: int,
+                        budget_s: float | None = None) -> dict[str, Any]:
+    """The same rate with `vcpus` vCPUs all decoding at once (see cpu-calibrate): what each vCPU of
+    a loader with one worker per vCPU can give."""
     shape = InstanceShape(vcpus, alone.ram_gib, alone.disk_class)
     point = PlannedPoint(CALIBRATION_WORKLOAD, plan.profile, shape, {"parallel": vcpus})
-    run = measure_point(plan, point, datasets, memory_limit=False, time_budget_s=CALIBRATION_BUDGET_S.get(plan.profile, 10.0))
+    budget = budget_s if budget_s is not None else CALIBRATION_BUDGET_S.get(plan.profile, 10.0)
+    run = measure_point(plan, point, datasets, memory_limit=False, time_budget_s=budget)
     loaded = run.result.extra.get("rate_per_vcpu_loaded")
     if run.result.status not in USABLE_STATUSES or not isinstance(loaded, (int, float)) or loaded <= 0:
         return {"loaded_status": run.result.status, "loaded_error": run.result.error}
     return {"ips_per_vcpu_loaded": float(loaded), "loaded_vcpus": int(run.result.extra.get("parallel", vcpus)),
             "loaded_spread": run.result.spread}
+
+
+def loaded_rate(plan: SweepPlan, vcpus: int, budget_s: float | None = None) -> dict[str, Any]:
+    """`vcpus` vCPUs decoding at once (`ips_per_vcpu_loaded`, `loaded_vcpus`, `loaded_spread`; or why not)."""
+    return _loaded_calibration(plan, {}, alone_point(plan).shape, vcpus, budget_s)
 
 
 def calibration_of_host(store: Store, host_id: int, plan: SweepPlan) -> dict[str, Any] | None:

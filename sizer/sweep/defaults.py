@@ -6,7 +6,10 @@ On a GPU host (profile gpu) the default answers "how many vCPUs, how much RAM, w
   examples' workloads it needs the most vCPUs (16 to 21 per H100 or H200), and its 30 shapes in
   two passes fit 30 minutes; every other workload would double the sweep.
 - vCPUs (`gpu_vcpu_levels`): 2, doubling while below half the host's threads, then half, three
-  quarters and all of them, each rounded down to whole cores; the full count always.
+  quarters and all of them, each rounded down to whole cores; the full count always; and the
+  vCPUs per GPU that the target GPU's catalog rows sell (`sold_vcpu_levels`: 24 for p5en.48xlarge,
+  28 for a3-ultragpu-8g on an H200) wherever the host has the threads. With `--parallel K`, fewer,
+  wider slots where K slots would be too narrow for a sold level (`parallel_grid`).
 - RAM (`gpu_ram_levels`): one level that leaves room for a quarter of the dataset beside the
   workload at the largest vCPU count, one that caches all of it with a quarter to spare.
 - disks: all three classes.
@@ -22,6 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from sizer.catalog import load_catalog, normalize_gpu
 from sizer.shapes import HostCpus, round_up_gib
 from sizer.sweep.data import dataset_bytes_estimate
 from sizer.units import GIB
@@ -103,10 +107,55 @@ def gpu_vcpu_levels(cpus: HostCpus) -> list[int]:
     return sorted(v for v in levels if v >= min(2, threads))
 
 
-def default_vcpu_levels(profile: str, cpus: HostCpus) -> list[int]:
+def sold_vcpu_levels(gpu: str | None, catalog_files: tuple = ()) -> list[int]:
+    """The vCPUs per GPU that the catalog rows of `gpu` sell (vcpus / gpu_count, whole vCPUs): the
+    shapes a buyer chooses between, which the grid measures where the host has the threads."""
+    if not gpu:
+        return []
+    rows = load_catalog(tuple(catalog_files), gpu=normalize_gpu(gpu))
+    return sorted({int(r.vcpus // max(r.gpu_count, 1)) for r in rows if r.vcpus >= max(r.gpu_count, 1)})
+
+
+def default_vcpu_levels(profile: str, cpus: HostCpus, sold: list[int] | None = None) -> list[int]:
+    """The grid's vCPU levels (see the module); `sold`: the target GPU's sold levels, measured where
+    the host has the threads (on a GPU host only: the profile without a GPU sizes nothing)."""
     if profile == "gpu":
-        return gpu_vcpu_levels(cpus)
+        return sorted(set(gpu_vcpu_levels(cpus)) | {v for v in sold or () if 1 <= v <= cpus.threads})
     return [v for v in CPU_VCPUS if v <= cpus.threads] or [cpus.threads]
+
+
+@dataclass(frozen=True)
+class ParallelGrid:
+    """A parallel sweep's default grid: how many slots, the vCPU levels one slot holds, and why it
+    took fewer slots than asked (empty: it did not)."""
+
+    slots: int
+    levels: list[int]
+    note: str = ""
+
+
+def slot_cpus(cpus: HostCpus, slots: int) -> HostCpus:
+    """What one of `slots` equal slots holds of the host's cores (whole cores, as placement splits them)."""
+    each = max(1, len(cpus.cores) // max(slots, 1))
+    return HostCpus(cpus.cores[:each])
+
+
+def parallel_grid(cpus: HostCpus, requested: int, sold: list[int]) -> ParallelGrid:
+    """`--parallel K` with the default vCPU levels: the most slots up to K that hold the largest sold
+    level the host has the threads for (fewer, wider slots rather than slots too narrow for the
+    shapes that are sold), and the levels of one such slot."""
+    reachable = [v for v in sold if v <= cpus.threads]
+    count = max(1, requested)
+    while count > 1 and reachable and slot_cpus(cpus, count).threads < max(reachable):
+        count -= 1
+    slot = slot_cpus(cpus, count)
+    levels = default_vcpu_levels("gpu", slot, sold)
+    note = ""
+    if count < requested:
+        narrow = slot_cpus(cpus, requested).threads
+        note = (f"--parallel {requested} would give each slot {narrow} threads, too few for the {max(reachable)} vCPUs "
+                f"per GPU that are sold: {count} slot(s) of {slot.threads} threads instead")
+    return ParallelGrid(count, levels, note)
 
 
 def _room_gib(host_ram: int) -> float:

@@ -10,22 +10,26 @@ several GPUs runs with nothing beside it, as do the calibration and the host's s
 Worker threads measure; the main thread alone writes to the store, committing each point as it
 ends. Ctrl-C or SIGTERM end every point in flight (each removes its group); committed points stay.
 
-The interference check: a few shapes (`--interference N`) are measured in parallel as the first
-points and, once nothing else runs, alone in the same slot. The report gives the difference.
+The interference check: a few CPU-bound shapes (`--interference N`: the largest vCPU counts on the
+fastest disk at the largest RAM, `choose_checks`) are measured in parallel as the first points, with
+every slot busy, and, once nothing else runs, alone in the same slot. The report gives the
+difference, and the load factor (`sizer.model.load`) judges instances of several GPUs.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from sizer import cache
+from sizer.diskclasses import DiskClass
 from sizer.errors import SizerError
 from sizer.interference import parallel_context
 from sizer.limits import block_device_for
@@ -112,7 +116,7 @@ def plan_parallel(plan: SweepPlan, opts: SweepOptions) -> ParallelSetup | None:
         raise SizerError(f"--interference wants 0 or more shapes, got {opts.interference}")
     one_gpu = [p for p in _all_points(plan) if p.shape.gpus == 1]
     if opts.parallel is not None:
-        count = opts.parallel
+        count = plan.slots or opts.parallel  # the default grid may take fewer, wider slots (defaults.parallel_grid)
     else:  # an adaptive sweep chooses each shape from the ones before it: one at a time
         count = 1 if opts.strategy == "adaptive" else _fitting_default(plan, one_gpu)
     if count == 1 or not one_gpu:
@@ -127,7 +131,7 @@ def plan_parallel(plan: SweepPlan, opts: SweepOptions) -> ParallelSetup | None:
     copies = plan_copies(plan, slots)
     _check_copy_space(plan, copies, count)
     wanted = DEFAULT_INTERFERENCE if opts.interference is None else opts.interference
-    setup = ParallelSetup(slots, copies, choose_checks(plan.points, wanted))
+    setup = ParallelSetup(slots, copies, choose_checks(plan.points, wanted, plan.disk_table))
     copy_bytes = sum(c.missing_bytes for c in copies)
     setup.estimated_seconds = setup.estimate_s(plan, opts.calibrate)
     setup.notes.append(f"--parallel {count}: " + "; ".join(slot.describe() for slot in slots) + "; the whole sweep "
@@ -169,11 +173,39 @@ def _check_ram(count: int, ram_bytes: int, host_ram: int) -> None:
                          "--parallel or smaller --ram")
 
 
-def choose_checks(points: list[PlannedPoint], wanted: int) -> list[str]:
-    """The first `wanted` one-GPU points of the first pass, in plan order (shuffled, and the same
-    on --resume), ceilings left out."""
-    first = [p.key for p in points if p.shape.gpus == 1 and p.pass_no == 1 and not p.ceiling]
-    return first[:wanted]
+def choose_checks(points: list[PlannedPoint], wanted: int, disk_table: Mapping[str, DiskClass]) -> list[str]:
+    """The shapes measured alone as well: CPU-bound ones only, which show what the other slots take
+    (a shape capped by its disk throttle or by the GPU reads the same beside others and alone). Of
+    each workload entry's one-GPU points of the first pass, input not synthetic (a ceiling is the
+    GPU's) and not decoded on the GPU, those on the fastest disk class at the entry's largest RAM,
+    the largest vCPU counts first; the entries take turns, in the order they first come in the plan."""
+    entries: dict[str, list[PlannedPoint]] = {}
+    for p in points:
+        if p.shape.gpus != 1 or p.pass_no != 1 or p.ceiling or str(p.config.get("decode", "cpu")) == "gpu":
+            continue
+        entries.setdefault(f"{p.workload}:{sorted(p.config.items())}", []).append(p)
+    queues = []
+    for group in entries.values():
+        fastest = min((p.shape.disk_class for p in group), key=lambda d: _disk_speed_rank(d, disk_table))
+        on_fastest = [p for p in group if p.shape.disk_class == fastest]
+        roomiest = max(p.shape.ram_gib for p in on_fastest)
+        queues.append(sorted((p for p in on_fastest if p.shape.ram_gib == roomiest), key=lambda p: -p.shape.vcpus))
+    chosen: list[str] = []
+    while len(chosen) < wanted and any(queues):
+        for queue in queues:
+            if queue and len(chosen) < wanted:
+                chosen.append(queue.pop(0).key)
+    return chosen
+
+
+def _disk_speed_rank(name: str, disk_table: Mapping[str, DiskClass]) -> tuple[float, float]:
+    """Fastest first: an unthrottled class, then by read bandwidth and IOPS, highest first."""
+    disk = disk_table.get(name)
+    if disk is None:
+        return (math.inf, math.inf)
+    bw = -math.inf if disk.read_mbps is None else -float(disk.read_mbps)
+    iops = -math.inf if disk.read_iops is None else -float(disk.read_iops)
+    return (bw, iops)
 
 
 # ---------------------------------------------------------------- dataset copies

@@ -129,6 +129,8 @@ class SweepPlan:
     # The points, passes and refine the plan takes if its start calibration spreads (apply_start_spread).
     on_spread: tuple[list[PlannedPoint], int, int] | None = None
     pairs: list[PlannedPair] = field(default_factory=list)  # measured after the grid (sizer.sweep.colocate)
+    slots: int | None = None  # the slots of `--parallel` the default grid chose (fewer, wider); None: as asked
+    sold_vcpus: list[int] = field(default_factory=list)  # the target GPU's sold vCPUs per GPU (defaults.sold_vcpu_levels)
 
     def apply_start_spread(self, spread: float | None) -> bool:
         """Take the plan's points of more passes where the sweep's start calibration spread by more
@@ -190,7 +192,10 @@ class SweepPlan:
             total += self.refine_count() * self.estimate_point_s(self.points[-1])
         if calibrate and CALIBRATION_WORKLOAD in self.classes:
             largest = max((p.shape.vcpus for p in self.points + self.pair_points()), default=1)
-            total += defaults.calibration_s(total, CALIBRATION_BUDGET_S.get(self.profile, 10.0) if largest > 1 else None)
+            budget = CALIBRATION_BUDGET_S.get(self.profile, 10.0)
+            total += defaults.calibration_s(total, budget if largest > 1 else None)
+            if self.cpus.threads > max(largest, 1):  # and every thread of the host at once (the fingerprint)
+                total += defaults.CALIBRATION_START_S + budget
         return total
 
 
@@ -273,10 +278,45 @@ def _checked_disks(opts: SweepOptions, profile: str) -> tuple[list[str], dict[st
     return disks, disk_table
 
 
-def _vcpu_levels(opts: SweepOptions, profile: str, cpus: HostCpus) -> list[int]:
+def host_gpu_model() -> str | None:
+    """The model of this host's first GPU (NVML), None without one."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            if pynvml.nvmlDeviceGetCount() < 1:
+                return None
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+            return name.decode() if isinstance(name, bytes) else str(name)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no library, no driver, no device: no GPU to name
+        return None
+
+
+def _sold_levels(opts: SweepOptions, profile: str) -> list[int]:
+    """The vCPUs per GPU the target GPU's catalog rows sell (--gpu, else this host's GPU), on a GPU host."""
+    if profile != "gpu" or opts.vcpus:
+        return []
+    gpu = opts.gpu or host_gpu_model()
+    return defaults.sold_vcpu_levels(normalize_gpu(gpu) if gpu else None, tuple(opts.catalog_files))
+
+
+def _vcpu_levels(opts: SweepOptions, profile: str, cpus: HostCpus, sold: list[int]) -> tuple[list[int], int | None, list[str]]:
+    """The vCPU levels, the slots a parallel sweep takes where the default grid chose them (None: as
+    asked), and notes. A default grid with `--parallel K` takes the levels one slot holds."""
     if opts.vcpus:
-        return sorted(set(opts.vcpus))
-    return defaults.default_vcpu_levels(profile, cpus)
+        return sorted(set(opts.vcpus)), None, []
+    notes = []
+    unreached = [v for v in sold if v > cpus.threads]
+    if unreached:
+        notes.append(f"this host has {cpus.threads} threads: the {', '.join(map(str, unreached))} vCPUs per GPU that "
+                     "are sold are not measured, so their figures are extrapolated (the report gives their range)")
+    if profile == "gpu" and opts.parallel is not None and opts.parallel > 1 and opts.strategy != "adaptive":
+        grid = defaults.parallel_grid(cpus, opts.parallel, sold)
+        return grid.levels, grid.slots, notes + ([grid.note] if grid.note else [])
+    return defaults.default_vcpu_levels(profile, cpus, sold), None, notes
 
 
 def _ram_levels(opts: SweepOptions, profile: str, datasets: list[str], vcpus: list[int], host_ram: int) -> list[float]:
@@ -450,7 +490,8 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     check_target_gpu(opts)
     cpus, host_ram = host_cpus(), host_ram_bytes()
     datasets = sorted({cls.dataset for cls in classes.values() if cls.dataset})
-    vcpus = _vcpu_levels(opts, profile, cpus)
+    sold = _sold_levels(opts, profile)
+    vcpus, slots, level_notes = _vcpu_levels(opts, profile, cpus, sold)
     ram_gib = _ram_levels(opts, profile, datasets, vcpus, host_ram)
     gpu_notes = _check_gpus(opts.gpus or [1], profile, classes, asked=opts.profile)
     _check_shapes_fit(grid_shapes(vcpus, ram_gib, disks, opts.gpus or [1], opts.vcpus_per_gpu), cpus, host_ram)
@@ -472,7 +513,7 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
                           gpus=opts.gpus, vcpus_per_gpu=opts.vcpus_per_gpu)
 
     points = [] if opts.pairs_only else points_of(chosen.passes)
-    notes.extend(gpu_notes)
+    notes.extend(gpu_notes + level_notes)
     on_spread = None if chosen.on_spread is None else (points_of(chosen.on_spread[0]), *chosen.on_spread)
     _check_repeat_spread(opts)
     store = Path(opts.store) if opts.store else (Path(opts.out_dir or DEFAULT_OUT) / STORE_NAME)
@@ -508,6 +549,8 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
         passes_reason=chosen.reason,
         on_spread=on_spread,
         pairs=planned_pairs,
+        slots=slots,
+        sold_vcpus=sold,
     )
 
 

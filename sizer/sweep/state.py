@@ -22,6 +22,7 @@ from sizer.store import Store, host_fingerprint
 from sizer.sweep.calibration import calibrate, calibration_note, calibration_of_host
 from sizer.sweep.data import Dataset, prepare_datasets
 from sizer.sweep.defaults import host_speed_entry_s
+from sizer.sweep.fingerprint import sweep_fingerprint
 from sizer.sweep.measure import keep_steadier, measure_point, wants_repeat
 from sizer.sweep.outputs import about_minutes, point_summary, stored_point_summary
 from sizer.sweep.placement import Place
@@ -98,10 +99,12 @@ class SweepRun:
         self.finished = False  # the sweep was finished before this run
         self.measure_many: MeasureMany | None = None  # --parallel: points side by side (`sizer.sweep.parallel`)
         self.measure_pairs: Callable[[], None] | None = None  # --colocate: after the grid (`sizer.sweep.colocate`)
+        self.host: dict[str, Any] = {}  # the host record (`host_info`) once the sweep is open
 
     def open(self, host: dict[str, Any]) -> None:
         """Start the sweep, or with --resume take up the newest one of the same plan on this host."""
         plan, store = self.plan, self.store
+        self.host = host
         self.host_id = store.upsert_host(host)
         sweep_id = store.resumable_sweep(plan.config) if self.opts.resume else None
         resumed = sweep_id is not None
@@ -154,6 +157,9 @@ class SweepRun:
         if measure_calibration:
             self.bar.note(calibration_note(plan))
             calibration = calibrate(plan, self.datasets, self.host_speed.at_s())
+            fingerprint = sweep_fingerprint(calibration, self.host, self.sweep_id)
+            if fingerprint is not None:  # the host's fingerprint, kept with its calibration (`sizer.fingerprint`)
+                calibration["fingerprint"] = fingerprint
             self.store.set_calibration(self.sweep_id, calibration)
         self.summary["calibration"] = calibration
         self._follow_host_speed(calibration, measure_calibration)

@@ -30,10 +30,11 @@ def alone_point(plan: SweepPlan, config: dict[str, Any] | None = None) -> Planne
     return PlannedPoint(CALIBRATION_WORKLOAD, plan.profile, InstanceShape(1, plan.host_ram / GIB, disk), dict(config or {}))
 
 
-def measure_repeats(plan: SweepPlan) -> PointRun:
-    """One calibration worker measuring REPEATS times, each with REPEAT_BUDGET_S."""
-    point = alone_point(plan, {"repeats": defaults.REPEATS})
-    return measure_point(plan, point, {}, memory_limit=False, time_budget_s=defaults.REPEAT_BUDGET_S)
+def measure_repeats(plan: SweepPlan, repeats: int = defaults.REPEATS,
+                    budget_s: float = defaults.REPEAT_BUDGET_S) -> PointRun:
+    """One calibration worker measuring `repeats` times (REPEATS), each with `budget_s` (REPEAT_BUDGET_S)."""
+    point = alone_point(plan, {"repeats": repeats})
+    return measure_point(plan, point, {}, memory_limit=False, time_budget_s=budget_s)
 
 
 def entry_of(run: PointRun, at_s: float) -> dict[str, Any] | None:

@@ -4,10 +4,12 @@ For one fitted workload and one GPU model: predict the throughput of every catal
 with every disk class it can use, per GPU (a multi-GPU row is sized by its per-GPU share of vCPUs,
 disk bandwidth and price; its page cache is the instance's, one copy of the data serving every GPU:
 `sizer.model.scaling.shared_cache_ram_gib`), keep the options whose prediction is at least
-(1 - tolerance) of the GPU ceiling, and choose the cheapest priced one. A multi-GPU row's per-GPU
-rate, and so its cost per sample, is then scaled by the efficiency measured at its GPU count
-(`sizer.model.scaling`; "assumed linear beyond N measured GPUs" past the largest count measured);
-whether its share keeps its GPUs fed is judged before that scaling, which no larger share changes. Prices per GPU-hour are
+(1 - tolerance) of the GPU ceiling, and choose the cheapest priced one. A multi-GPU row is judged
+by its loaded per-GPU figure (`sizer.model.scaling.GpuScaling.loaded_at`): one GPU's figure times
+the efficiency measured with several GPUs at once ("assumed linear beyond N measured GPUs" past the
+largest count measured), or as measured with every slot of a parallel sweep busy, or times the load
+factor of its interference check; its reason says which, and where none was measured it says the
+figure is an idle host's. Its cost per sample follows the same figure. Prices per GPU-hour are
 compared in whole cents, so a multi-GPU row whose price divides to a hair below a one-GPU row's ties
 with it, and the tie goes to fewer GPUs. Every cheaper row that was rejected says what rejected it
 (cpu, disk, memory, GPU memory), and the choice is compared with the largest shape of its family.
@@ -27,66 +29,9 @@ from sizer.diskclasses import DiskClass, load_disk_classes
 from sizer.levels import DEFAULT_CONFIDENCE, DEFAULT_TOLERANCE
 from sizer.model import Prediction, WorkloadFit, meets_tolerance
 from sizer.model.decision import Judge, ShapeFigure, untrusted_words
-from sizer.model.scaling import GpuScaling, shared_cache_ram_gib
+from sizer.model.scaling import GpuScaling, LoadedFigure, shared_cache_ram_gib
+from sizer.recommend.types import Option, Recommendation
 from sizer.units import unit_noun
-
-
-@dataclass
-class Option:
-    instance: InstanceType
-    disk_class: str
-    predicted: float
-    bottleneck: str  # gpu / cpu / disk / memory / gpu-memory
-    meets: bool
-    cost_per_million: float | None
-    job_hours: float | None
-    job_cost: float | None
-    reason: str
-    # The per-GPU share the prediction is for (the whole row when it has one GPU).
-    share_vcpus: float = 0.0
-    share_memory_gib: float = 0.0
-    price_per_gpu_hour: float | None = None
-    disk_mbps: float | None = None
-    # What the decision rests on (`sizer.model.decision`): the figure's basis, the model's own
-    # prediction, the measured shape used, and the share of the ceiling at both ends of its range.
-    basis: str = "model"
-    model_predicted: float | None = None
-    measured_shape: str = ""
-    measured_disagreement: float | None = None  # the model against the measured shape used (+: above it)
-    share_pessimistic: float | None = None
-    share_optimistic: float | None = None
-    meets_optimistic: bool = False
-    # Its page cache holds the dataset (`WorkloadFit.holds_dataset`): past the first pass its disk is
-    # not read, so a shape measured on a faster disk judges it.
-    dataset_cached: bool = False
-    # A multi-GPU row: its per-GPU rate's factor for the GPU count (sizer.model.scaling), and what that assumes.
-    gpu_efficiency: float = 1.0
-    scaling_note: str = ""
-    # Its figure stands at a ceiling that is only a lower bound: at least the best measured, never "100%".
-    at_lower_bound: bool = False
-    why_not: str = ""  # where it does not meet the tolerance, why, in a few words
-
-
-@dataclass
-class Recommendation:
-    workload: str
-    unit: str
-    gpu: str
-    ceiling: float
-    tolerance: float
-    chosen: Option | None
-    rejected_cheaper: list[Option]
-    considered: list[Option]
-    saving_vs_largest: dict | None
-    reason: str
-    needs_local_nvme: bool
-    closest: Option | None = None  # the fastest priced option, when none meets the bound
-    notes: list[str] = field(default_factory=list)
-    ceiling_name: str = "GPU ceiling"  # WorkloadFit.ceiling_name
-    confidence: float = DEFAULT_CONFIDENCE
-    model_trusted: bool = True  # enough shapes held out, their max error within TRUST_FACTOR tolerances
-    optimistic: Option | None = None  # the pick at the optimistic end, where it differs from `chosen`
-    disagreements: list[dict[str, Any]] = field(default_factory=list)  # model vs measured beyond the tolerance
 
 
 def lower_bound_reached(rate: float, fit: WorkloadFit) -> bool:
@@ -246,16 +191,18 @@ class _Share:
     memory_gib: float
     price: float | None  # per GPU-hour
     cache_ram_gib: float = 0.0  # the RAM one GPU behaves as if it had alone (shared_cache_ram_gib)
-    efficiency: float = 1.0  # its per-GPU rate against one GPU's (sizer.model.scaling)
+    efficiency: float = 1.0  # its loaded per-GPU rate against one GPU's alone (sizer.model.scaling)
     scaling_note: str = ""
+    loaded: LoadedFigure = LoadedFigure(1.0, "one GPU")
 
     @classmethod
     def of(cls, row: InstanceType, footprint_gib: float = 0.0, scaling: GpuScaling | None = None) -> _Share:
         n = max(row.gpu_count, 1)
         price = None if row.price_per_hour is None else row.price_per_hour / n
         scaling = scaling or GpuScaling()
+        loaded = scaling.loaded_at(n, row.vcpus / n)
         return cls(n, row.vcpus / n, row.memory_gib / n, price, shared_cache_ram_gib(row.memory_gib, n, footprint_gib),
-                   scaling.efficiency_at(n, row.vcpus / n), scaling.note_for(n) if n > 1 else "")
+                   loaded.factor, scaling.note_for(n) if n > 1 else "", loaded)
 
     @property
     def note(self) -> str:
@@ -264,9 +211,7 @@ class _Share:
         words = (f"per-GPU share of a {self.gpus}-GPU instance: {self.vcpus:g} vCPUs, {self.memory_gib:g} GiB RAM "
                  f"(one page cache for all its GPUs: as {self.cache_ram_gib:.3g} GiB to one GPU alone), "
                  f"1/{self.gpus} of the disk bandwidth and price")
-        if self.efficiency != 1.0:
-            words += f"; per-GPU rate x {self.efficiency:.3g}, the efficiency measured with more GPUs"
-        return words + (f" ({self.scaling_note})" if self.scaling_note else "")
+        return words + (f"; {self.loaded.words}" if self.loaded.words else "")
 
 
 def _footprint(fit: WorkloadFit) -> float:
@@ -317,7 +262,9 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
     pred = sizing.predict(max(share.vcpus, 1e-9), share.cache_ram_gib, bw)
     figure = None if sizing.judge is None else sizing.judge.figure(pred, share.vcpus, share.cache_ram_gib, disk,
                                                                     share.gpus)
-    x = pred.throughput if figure is None else figure.rate
+    if figure is not None and share.efficiency != 1.0:
+        figure = figure.scaled(share.efficiency)  # an instance of several GPUs is judged loaded
+    x = pred.throughput * share.efficiency if figure is None else figure.rate
     bottleneck = pred.bottleneck
     if bottleneck in ("disk", "memory") and pred.ram_needed_gib is not None and x > 0:
         # More RAM is the lever only where some row of this GPU has that much.
@@ -326,7 +273,8 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
     if figure is not None and figure.measured is not None and not meets and figure.measured.bottleneck in (
             "cpu", "disk", "memory") and bottleneck == "gpu":
         bottleneck = figure.measured.bottleneck  # the measurement saw what the model did not
-    x *= share.efficiency  # judged per GPU above; the rate of each of the row's GPUs here
+    if not meets and bottleneck == "gpu" and share.efficiency < 1.0:
+        bottleneck = "load"  # one GPU alone would be fed: the loaded host falls short
     cost_per_million = None if share.price is None or x <= 0 else share.price / (x * 3600.0) * 1e6
     hours = cost = None
     if sizing.job_samples and x > 0:
@@ -334,7 +282,8 @@ def _predicted_option(sizing: _Sizing, row: InstanceType, share: _Share, disk: s
         cost = None if share.price is None else hours * share.price
     option = Option(row, disk, x, bottleneck, meets, cost_per_million, hours, cost, "",
                     share.vcpus, share.memory_gib, share.price, bw, gpu_efficiency=share.efficiency,
-                    scaling_note=share.scaling_note)
+                    scaling_note=share.scaling_note, load_basis=share.loaded.basis,
+                    extrapolated=share.vcpus > (sizing.fit.measured_vcpus_max or share.vcpus))
     if figure is not None and sizing.judge is not None:
         _add_figure(option, figure, sizing.judge)
         if option.model_predicted is not None:
@@ -358,6 +307,14 @@ def _why_not(sizing: _Sizing, option: Option) -> str:
     low = option.share_pessimistic
     return ("meets only at the optimistic end" + (f": {low:.0%} at the pessimistic end" if low is not None else ""))
 
+def _extrapolated_words(sizing: _Sizing, option: Option) -> str:
+    """Where an option gives each GPU more vCPUs than any measured shape: its figure is extrapolated,
+    with its range."""
+    low, high = option.share_pessimistic, option.share_optimistic
+    span = "" if low is None or high is None else f": {min(low, high):.0%} to {max(low, high):.0%} of the ceiling"
+    return "" if not option.extrapolated else (f"extrapolated{span}: no shape with {option.share_vcpus:g} vCPUs was "
+                                               f"measured (the most: {sizing.fit.measured_vcpus_max})")
+
 
 def _option_reasons(sizing: _Sizing, option: Option, share: _Share, ram_needed_gib: float | None) -> list[str]:
     """Why an option stands where it does: its share of the ceiling, what binds it, its disk and price."""
@@ -377,6 +334,9 @@ def _option_reasons(sizing: _Sizing, option: Option, share: _Share, ram_needed_g
     peak = fit.usl_peak_vcpus()
     if peak is not None and share.vcpus > peak and bottleneck == "cpu":
         why.append(f"more than about {peak:.0f} input workers slow the pipeline down: run that many")
+    extrapolated = _extrapolated_words(sizing, option)
+    if extrapolated:
+        why.append(extrapolated)
     if option.disk_class != LOCAL_NVME:
         types = disk_types_for(option.instance.cloud, option.disk_class)
         if types:
@@ -574,7 +534,8 @@ def _chosen_reason(chosen: Option, ceiling, unit, gpu, tolerance, rejected: list
         f"{unit_noun(unit)}",
     ]
     if inst.gpu_count > 1:
-        parts.append(f"sized by its per-GPU share ({chosen.share_vcpus:g} vCPUs, {chosen.share_memory_gib:g} GiB)")
+        parts.append(f"sized by its per-GPU share ({chosen.share_vcpus:g} vCPUs, {chosen.share_memory_gib:g} GiB) and "
+                     f"judged by its loaded per-GPU figure: {LoadedFigure(1.0, chosen.load_basis).reason}")
     if rejected:
         counts = Counter("not judged" if o.basis == "not judged" else f"{o.bottleneck}-bound" for o in rejected)
         parts.append(f"{len(rejected)} cheaper row(s) fall short: "
