@@ -1,4 +1,4 @@
-"""Shared fixtures: the repository root, a CLI runner, and skips for facilities a host lacks."""
+"""Shared fixtures: the repository root, a CLI runner, a fake clock, and skips for facilities a host lacks."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_time import FakeClock
 
 ROOT = Path(__file__).resolve().parent.parent
 MXNET_PYTHON = ROOT / ".venv-mxnet" / "bin" / "python"
@@ -46,6 +47,12 @@ def cli(capsys):
         return code, out.out, out.err
 
     return run
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """A clock that moves only when slept on (tests/fake_time.py): timing logic in fake time."""
+    return FakeClock()
 
 
 @pytest.fixture

@@ -133,8 +133,8 @@ _PROBE_BYTES = 256 * 1024
 _probe_buffer: bytes | None = None
 
 
-def cpu_speed_probe(seconds: float = 0.3) -> float:
-    """MB/s of zlib compression on one thread over about `seconds` (at least three rounds)."""
+def cpu_speed_probe(seconds: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> float:
+    """MB/s of zlib compression on one thread over about `seconds` of `clock` (at least three rounds)."""
     import random
     import zlib
 
@@ -146,11 +146,11 @@ def cpu_speed_probe(seconds: float = 0.3) -> float:
         while len(text) < _PROBE_BYTES:
             text += rng.choice(words) + b" "
         _probe_buffer = bytes(text[:_PROBE_BYTES])
-    rounds, t0 = 0, time.perf_counter()
+    rounds, t0 = 0, clock()
     while True:
         zlib.compress(_probe_buffer, 6)
         rounds += 1
-        elapsed = time.perf_counter() - t0
+        elapsed = clock() - t0
         if rounds >= 3 and elapsed >= seconds:
             return rounds * _PROBE_BYTES / elapsed / 1e6
 
@@ -369,7 +369,9 @@ class Meter:
         round_steps: int = 1,
         drain: bool = False,
         warmup_s: float = 0.0,
+        clock: Callable[[], float] = time.perf_counter,
     ):
+        self.clock = clock
         self.warmup_steps = max(0, int(warmup_steps))
         self.drain = bool(drain)
         self.warmup_s = max(0.0, float(warmup_s))
@@ -421,7 +423,7 @@ class Meter:
     def _snapshot(self) -> dict[str, Any]:
         """The counters a window starting now would start from."""
         snap = {"before": tree_counters(), "steal": steal_seconds(), "tracked": [read() for read, _ in self._tracked]}
-        return {**snap, "t": time.perf_counter(), "age": process_age_s()}
+        return {**snap, "t": self.clock(), "age": process_age_s()}
 
     def _open_window(self, snap: dict[str, Any], ago_s: float = 0.0) -> None:
         """The measured window starts at `snap` (from `_snapshot`), less `ago_s` seconds (a step it holds already)."""
@@ -440,7 +442,7 @@ class Meter:
     def step(self, seconds: float, samples: float) -> None:
         if not self.steps:
             self.timeline["first_step_done"] = process_age_s()
-            self._t_start = time.perf_counter()
+            self._t_start = self.clock()
         if self._t_measure is None and self.warmup_steps == 0 and not self.drain and not self.warmup_s:
             self._open_window(self._snapshot(), ago_s=seconds)  # no warm-up: the first step is measured whole
         if self._t_measure is None:
@@ -455,7 +457,7 @@ class Meter:
 
     def elapsed(self) -> float:
         """Seconds of the budget spent: since the end of the first step."""
-        return 0.0 if self._t_start is None else time.perf_counter() - self._t_start
+        return 0.0 if self._t_start is None else self.clock() - self._t_start
 
     @property
     def window_short(self) -> bool:
@@ -485,7 +487,7 @@ class Meter:
         of one such pass's windows read 1,831 images/s while the bytes it read, 105 MB/s of 107 kB
         images, said about 1,000).
         """
-        wall = (time.perf_counter() - self._t_measure) if self._t_measure else 0.0
+        wall = (self.clock() - self._t_measure) if self._t_measure is not None else 0.0
         after = tree_counters()
         throughput, spread, rates = stats.summarize(self.steps, self.n_windows, self.round_steps)
         measured = [s for s in self.steps if not s[2]]
