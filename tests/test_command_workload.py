@@ -245,7 +245,7 @@ def test_a_command_sweep_is_fitted_and_reported_with_its_own_card_and_unit(cli, 
     spin = script(tmp_path, "spin.py", SPIN)
     code, out, err = cli("sweep", "--command", f"{PY} {spin} {tmp_path / 'seen.txt'}", "--name", "spin-job",
                          "--unit", "tokens/s", "--vcpus", "1,2", "--ram", "1G", "--disks", "local-nvme",
-                         "--budget", "1.5", "--no-calibrate", "--profile", "cpu-small", "--out", str(tmp_path / "out"),
+                         "--budget", "1", "--no-calibrate", "--profile", "cpu-small", "--out", str(tmp_path / "out"),
                          "--json")
     assert code == 0, err
     summary = json.loads(out)
