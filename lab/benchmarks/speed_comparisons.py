@@ -123,7 +123,11 @@ class _SlowItems:
 
 
 def _loader_rate(drain: bool, item_s: float, batch: int, workers: int, step_s: float, prefetch: int) -> float:
+    import warnings
+
     import torch
+
+    warnings.filterwarnings("ignore", message="This DataLoader will create")  # sleeping workers, more than CPUs
 
     from workloads import loop
     from workloads.measure import Meter
@@ -167,7 +171,19 @@ def loader_drain(args: argparse.Namespace) -> list[Row]:
 
 
 # ---------------------------------------------------------------- cpu-limits
-SPIN = "import os, sys\nfor _ in range(int(sys.argv[1]) - 1):\n    os.fork()\nprint('ready', flush=True)\nwhile True:\n    pass\n"
+SPIN = """
+import multiprocessing, sys
+def spin():
+    while True:
+        pass
+if __name__ == "__main__":
+    procs = [multiprocessing.Process(target=spin) for _ in range(int(sys.argv[1]))]
+    for p in procs:
+        p.start()
+    print("ready", flush=True)
+    for p in procs:
+        p.join()
+"""
 
 
 def cpu_limits(args: argparse.Namespace) -> list[Row]:
