@@ -13,12 +13,8 @@ from pathlib import Path
 
 import pytest
 
-# As in a fresh worker (workloads.torch_common.prefer_sleeping_openmp): the model's OpenMP threads
-# sleep rather than spin while loader workers share the CPUs. Effective only before torch loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import workloads  # noqa: E402
-from workloads.protocol import Result, Spec  # noqa: E402
+import workloads
+from workloads.protocol import Result, Spec
 
 pytestmark = pytest.mark.slow
 
