@@ -1,4 +1,4 @@
-"""Shared fixtures: the repository root, a CLI runner, and skips for facilities a host lacks."""
+"""Shared fixtures: the repository root, a CLI runner, a fake clock, and skips for facilities a host lacks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ import shutil
 import sys
 from pathlib import Path
 
-import pytest
+# As in a fresh worker (workloads.torch_common.prefer_sleeping_openmp): OpenMP threads sleep rather
+# than spin while loader workers share the CPUs. Effective only before torch loads, and some test
+# modules load it as they are collected: here, before any. With spinning threads, the points that
+# tests measure in this process (test_workloads_points.py) ran several times slower on two cores.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
+from fake_time import FakeClock  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MXNET_PYTHON = ROOT / ".venv-mxnet" / "bin" / "python"
@@ -46,6 +53,12 @@ def cli(capsys):
         return code, out.out, out.err
 
     return run
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """A clock that moves only when slept on (tests/fake_time.py): timing logic in fake time."""
+    return FakeClock()
 
 
 @pytest.fixture

@@ -286,3 +286,46 @@ def test_gpu_sweep_exits_3_while_a_sweep_has_points_left(tmp_path):
     sweeps = [c for c in (tmp_path / "sizer.calls").read_text().splitlines() if c.startswith("sweep ")]
     assert len(sweeps) == 1  # the next entry waits for the next slice
     assert os.path.exists(tmp_path / "runs" / "out" / "gpu_sweep.log")
+
+
+# ------------------------------------------------------------------ speed_comparisons.py
+def _spin_store(path: Path, per_cpu_second: dict[int, float], util: float) -> Path:
+    """cpu-spin points at 1 and 2 vCPUs whose spinners got `util` of each vCPU and did
+    `per_cpu_second[vcpus]` iterations per CPU-second."""
+    with Store(path) as store:
+        host = store.upsert_host({"hostname": path.stem, "cpu_model": "c", "threads": 2, "gpus": []})
+        sweep = store.start_sweep(host, "sizer sweep", {})
+        for vcpus, rate in per_cpu_second.items():
+            result = Result(workload="cpu-spin", framework="python", unit="iterations/s", profile="cpu-small",
+                            status="ok", throughput=rate * vcpus * util, counters={"cpu_util_per_vcpu": util},
+                            extra={"shape": _shape(vcpus, 0.5)})
+            store.add_point(sweep, f"cpu-spin/cpu-small/{vcpus}vcpu-0.5gib-local-nvme", _shape(vcpus, 0.5), result, {},
+                            time.time())
+    return path
+
+
+def test_speed_comparisons_sets_two_stores_work_per_cpu_second_side_by_side(benchmark, tmp_path, capsys):
+    speed = benchmark("speed_comparisons")
+    fleet = _spin_store(tmp_path / "fleet.sqlite", {1: 20e6, 2: 19e6}, util=0.5)
+    local = _spin_store(tmp_path / "local.sqlite", {1: 25e6, 2: 19e6}, util=0.9)
+    assert speed.main(["per-cpu-second", str(fleet), str(local), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    ratios = {r["comparison"]: r["best"] for r in rows if r["unit"] == "ratio"}
+    assert ratios == {"per-cpu-second cpu-spin/cpu-small/1vcpu-0.5gib-local-nvme": 1.25,
+                      "per-cpu-second cpu-spin/cpu-small/2vcpu-0.5gib-local-nvme": 1.0}
+    assert speed.main(["per-cpu-second", str(fleet), str(local)]) == 0
+    assert "1.250" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["per-cpu-second"], "per-cpu-second takes two stores"),
+    (["probe", "a.sqlite"], "per-cpu-second takes two stores"),
+    (["probe", "--repeats", "0"], "--repeats must be at least 1"),
+    (["per-cpu-second", "a.sqlite", "b.sqlite"], "wants two store files"),
+    (["fastest"], "invalid choice"),
+])
+def test_speed_comparisons_refuses_bad_input_before_measuring(benchmark, capsys, args, message):
+    speed = benchmark("speed_comparisons")
+    with pytest.raises(SystemExit) as exit_:
+        speed.main(args)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err

@@ -1,6 +1,8 @@
-"""The user's own command measured as a workload, under real cgroups: it scales with the vCPUs of
-the shape, the helper and --metric-regex read the same rate, each way a job can fail ends with its
-reason and leaves no process, cgroup or throttle, and a sweep of it is fitted and reported."""
+"""The user's own command measured as a workload, under real cgroups: it gets the shape and is held
+to its vCPUs, the helper and --metric-regex read the rate the job reports, each way a job can fail
+ends with its reason and leaves no process, cgroup or throttle, and a sweep of it is fitted and
+reported. (How much faster a CPU-bound job runs at 2 vCPUs than at 1 is measured by
+lab/benchmarks/speed_comparisons.py command-scaling.)"""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -35,22 +36,21 @@ while True:
     sizer_progress.step(1)
 """
 
-# Paced by the clock, not the CPU: 10 samples every 10 ms on a schedule it catches up with after a
-# stall (so a busy host changes when, not how many), reported through the helper and printed as a
-# rate line and a count line.
+# 10 samples every 10 ms of the job's own schedule, reported three ways: through the helper, whose
+# stamps it sets to the schedule's time (not the moment a busy host let it run), as a rate line
+# giving the schedule's rate, and as a count line.
 PACED = """
-import sys, time, sizer_progress
-count, last_count, last = 0, 0, time.monotonic()
-start = last
+import sys, time, types, sizer_progress
+start = time.monotonic()
+count = 0
+sizer_progress.time = types.SimpleNamespace(monotonic=lambda: start + count / 1000)
 while True:
     time.sleep(max(0.0, start + (count + 10) / 1000 - time.monotonic()))
     count += 10
     sizer_progress.step(10)
-    now = time.monotonic()
-    if now - last >= 0.2:
-        print(f"step {count}: {(count - last_count) / (now - last):.3f} samples/s", flush=True)
+    if count % 200 == 0:
+        print(f"step {count}: 1000.000 samples/s", flush=True)
         print(f"\\rdone {count} samples", end="", file=sys.stderr, flush=True)
-        last, last_count = now, count
 """
 
 
@@ -75,18 +75,19 @@ def script(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-def test_a_cpu_bound_job_runs_faster_at_two_vcpus_and_gets_the_shape_as_placeholders(cli, tmp_path):
+def test_a_cpu_bound_job_gets_the_shape_as_placeholders_and_is_held_to_its_vcpus(cli, tmp_path):
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs 2 CPUs")
     spin = script(tmp_path, "spin.py", SPIN)
-
-    def rate(vcpus: int) -> float:
+    for vcpus in (1, 2):
         seen = tmp_path / f"seen-{vcpus}.txt"
         point = measure(cli, "--command", f"{PY} {spin} {seen} {{vcpus}} {{workers}} {{ram_gib}} {{gpus}}",
-                        "--unit", "iterations/s", vcpus=vcpus, budget=2)
+                        "--unit", "iterations/s", vcpus=vcpus, budget=1.5)
         assert point["status"] in ("ok", "noisy"), point["error"]
-        assert point["unit"] == "iterations/s" and len(point["cpus"]) == vcpus
+        assert point["unit"] == "iterations/s" and point["throughput"] > 0
+        assert len(point["cpus"]) == len(set(point["cpus"])) == vcpus  # the cpuset's size
+        assert point["result"]["limits_seen"]["cpus_allowed"] == sorted(point["cpus"])
         args, env = seen.read_text().splitlines()
         assert args.split() == [str(vcpus), str(vcpus), "1", "1"]
         assert env.split() == [str(vcpus), str(vcpus), "1", "-", "1", str(vcpus)]
@@ -95,33 +96,30 @@ def test_a_cpu_bound_job_runs_faster_at_two_vcpus_and_gets_the_shape_as_placehol
         assert counters["cpu_seconds"] == counters["cgroup_window_cpu_seconds"] > 0
         assert abs(counters["cpu_seconds"] - counters["tree_cpu_seconds"]) <= 0.15 * counters["cpu_seconds"] + 0.05
         assert counters["cpu_ms_per_sample"] == pytest.approx(1000 * counters["cpu_seconds"] / counters["measured_samples"])
-        return point["throughput"]
-
-    # Pairs measured seconds apart: a busy host's speed moves by 2x within a minute, so runs of a
-    # pair compare and runs of two pairs do not. With the cpuset not held, no pair gets near 1.6.
-    pairs = []
-    for _ in range(3):
-        pairs.append((rate(1), rate(2)))
-        if pairs[-1][1] >= 1.6 * pairs[-1][0]:
-            break
-    assert max(two / one for one, two in pairs) >= 1.6, pairs
+        # Two busy processes in the group get no more CPU time than its vCPUs give in the window.
+        assert counters["cpu_seconds"] <= vcpus * counters["measured_seconds"] * 1.02 + 0.05, counters
 
 
-def test_the_helper_and_the_regex_read_the_same_rate(cli, tmp_path):
+def test_the_helper_and_the_regex_read_the_rate_the_job_reports(cli, tmp_path):
     paced = script(tmp_path, "paced.py", PACED)
     routes = {
         "helper": [],
         "rate": ["--metric-regex", r"(?P<rate>[\d.]+) samples/s"],
         "count": ["--metric-regex", r"done (?P<count>\d+) samples"],
     }
-    rates = {}
+    points = {}
     for route, args in routes.items():
-        point = measure(cli, "--command", f"{PY} {paced}", *args, budget=2)
+        point = measure(cli, "--command", f"{PY} {paced}", *args, budget=1.5)
         assert point["status"] in ("ok", "noisy"), (route, point["error"])
         assert point["result"]["extra"]["progress"] == ("metric-regex" if args else "sizer_progress")
-        rates[route] = point["throughput"]
-    for value in rates.values():
-        assert abs(value / rates["helper"] - 1) <= 0.10, rates
+        points[route] = point
+    # The helper's stamps and the printed rate are the job's schedule: 1000 samples/s, read exactly.
+    assert points["helper"]["throughput"] == pytest.approx(1000, rel=1e-3)
+    assert points["rate"]["throughput"] == pytest.approx(1000, rel=1e-6)
+    # A count is stamped as its line arrives: its steps hold the 200 samples between two lines.
+    count = points["count"]
+    assert count["throughput"] > 0 and count["counters"]["measured_samples"] % 200 == 0
+    assert {s[1] for s in count["result"]["steps"] if not s[2]} == {200.0}
 
 
 def test_a_jobs_dataset_is_evicted_read_through_the_throttle_and_named_by_data(cli, tmp_path):
@@ -228,13 +226,11 @@ def test_a_failing_job_ends_as_stated_and_leaves_nothing(cli, tmp_path, case):
     pids = tmp_path / "pids.txt"
     command = f"{PY} {script(tmp_path, 'job.py', text)} {pids} {rest}" if text else f"{rest} # {tmp_path}"
     assert marked_processes(str(tmp_path)) == [] and own_groups() == []  # before
-    started = time.monotonic()
     point = measure(cli, "--command", command, *options, budget=2)
     assert point["status"] in ((status, "noisy") if status == "ok" else (status,)), point["error"]
     assert message in point["error"]
     if status == "ok":
         assert point["throughput"] > 0
-    assert time.monotonic() - started < 30
     left = [pid for pid in (int(p) for p in pids.read_text().split()) if alive(pid)] if pids.exists() else []
     try:
         assert left == [] and marked_processes(str(tmp_path)) == []  # after
@@ -249,7 +245,7 @@ def test_a_command_sweep_is_fitted_and_reported_with_its_own_card_and_unit(cli, 
     spin = script(tmp_path, "spin.py", SPIN)
     code, out, err = cli("sweep", "--command", f"{PY} {spin} {tmp_path / 'seen.txt'}", "--name", "spin-job",
                          "--unit", "tokens/s", "--vcpus", "1,2", "--ram", "1G", "--disks", "local-nvme",
-                         "--budget", "1.5", "--no-calibrate", "--profile", "cpu-small", "--out", str(tmp_path / "out"),
+                         "--budget", "1", "--no-calibrate", "--profile", "cpu-small", "--out", str(tmp_path / "out"),
                          "--json")
     assert code == 0, err
     summary = json.loads(out)

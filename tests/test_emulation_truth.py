@@ -1,6 +1,6 @@
 """lab/benchmarks/emulation_truth.py: `measure` for real on this host (cpu-spin under real limits, the
-per-core calibration between rounds), then `compare` of two such files, its figures recomputed
-here from the stored JSON."""
+per-core calibration between rounds), then `compare` of it against a second host's file made from
+it, its figures recomputed here from the stored JSON."""
 
 from __future__ import annotations
 
@@ -32,14 +32,23 @@ def _env(tmp: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory) -> tuple[Path, Path]:
-    """Two files of this host, 1 and 2 vCPUs in two rounds each: the first taken as the emulating
-    host, the second as the whole host."""
+    """Two files: one measured on this host, 1 and 2 vCPUs in two rounds, taken as the emulating
+    host; the other made from it as a second host's would read (each repeat and calibration at
+    another speed, so no ratio comes out 1), taken as the whole host."""
     tmp = tmp_path_factory.mktemp("emulation-truth")
     files = (tmp / "emulating.json", tmp / "whole.json")
-    for out in files:
-        done = _script("measure", "cpu-spin", "--vcpus", "1,2", "--rounds", "2", *FAST, "--out", str(out),
-                       env=_env(tmp))
-        assert done.returncode == 0, done.stderr
+    done = _script("measure", "cpu-spin", "--vcpus", "1,2", "--rounds", "2", *FAST, "--out", str(files[0]),
+                   env=_env(tmp))
+    assert done.returncode == 0, done.stderr
+    other = json.loads(files[0].read_text())
+    for k, calibration in enumerate(other["calibration"]["points"]):
+        calibration["throughput"] *= 1.05 + 0.04 * k
+    for i, shape in enumerate(other["shapes"]):
+        for repeat in shape["repeats"]:
+            repeat["throughput"] *= 1.1 + 0.07 * i + 0.03 * repeat["round"]
+            before, after = (other["calibration"]["points"][repeat["round"] + d]["throughput"] for d in (-1, 0))
+            repeat["calibration"] = (before + after) / 2
+    files[1].write_text(json.dumps(other))
     return files
 
 
@@ -125,7 +134,9 @@ def test_compare_notes_shapes_not_bound_by_the_cpu_and_refuses_files_without_a_s
     assert capsys.readouterr().err.strip().endswith("the files share no shape (vCPUs, RAM and disk class must match)")
 
 
-def test_measure_refuses_bad_input_in_one_line_before_measuring(tmp_path):
+def test_measure_refuses_bad_input_in_one_line_before_measuring(tmp_path, monkeypatch, capsys, benchmark):
+    truth = benchmark("emulation_truth")
+    monkeypatch.setenv("SIZER_LOCK_FILE", str(tmp_path / "sizer.lock"))
     out = tmp_path / "out.json"
     cases = [
         (["nosuch", "--vcpus", "1"], "unknown workload 'nosuch'"),
@@ -135,16 +146,16 @@ def test_measure_refuses_bad_input_in_one_line_before_measuring(tmp_path):
         (["cpu-spin", "--vcpus", str((os.cpu_count() or 1) + 1)], "usable hardware threads"),
     ]
     for args, message in cases:
-        done = _script("measure", *args, "--out", str(out), env=_env(tmp_path))
-        assert done.returncode == 2 and done.stdout == ""
-        assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+        assert truth.main(["measure", *args, "--out", str(out)]) == 2
+        done = capsys.readouterr()
+        assert done.out == ""
+        assert done.err.count("\n") == 1 and message in done.err, done.err
         assert not out.exists()
     out.write_text("{}")  # an earlier run's file is never replaced
-    done = _script("measure", "cpu-spin", "--vcpus", "1", "--out", str(out), env=_env(tmp_path))
-    assert done.returncode == 2 and "exists" in done.stderr and out.read_text() == "{}"
-    done = _script("compare", str(out), str(out))
-    assert done.returncode == 2
-    assert done.stderr.strip() == f"emulation_truth: error: {out} is not a file of `emulation_truth.py measure`"
+    assert truth.main(["measure", "cpu-spin", "--vcpus", "1", "--out", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err and out.read_text() == "{}"
+    assert truth.main(["compare", str(out), str(out)]) == 2
+    assert capsys.readouterr().err.strip() == f"emulation_truth: error: {out} is not a file of `emulation_truth.py measure`"
 
 
 def _calibrated(path: Path) -> bool:

@@ -114,47 +114,47 @@ def test_the_report_sets_the_hosts_side_by_side(fleet_run):
     assert "Hosts side by side" in (root / "out" / "report.html").read_text()
 
 
-def per_cpu_second(stored: dict) -> float:
-    """A stored cpu-spin point's iterations per CPU-second its spinner got: this host's other load
-    takes a share of the CPUs that moves by the minute, and this figure does not move with it."""
-    counters = stored["result"]["counters"]
-    return stored["throughput"] / (stored["result"]["extra"]["shape"]["vcpus"] * counters["cpu_util_per_vcpu"])
+def local_copy(fleet_store: Path, target: str, to: Path) -> None:
+    """The fleet store's points of `target` as a local sweep on that node stores them: its host
+    without the fleet's node record, its sweep's plan without the fleet's, each point's result
+    without its fleet record; the same measurements otherwise."""
+    from sizer.store import Store
+
+    with Store(fleet_store) as fleet, Store(to) as local:
+        (sweep,) = [s for s in fleet.sweeps() if s.config["fleet"]["target"] == target]
+        host = {k: v for k, v in sweep.host.items() if k not in ("fleet_node", "ray_node_id")}
+        sweep_id = local.start_sweep(local.upsert_host(host), sweep.command,
+                                     {k: v for k, v in sweep.config.items() if k != "fleet"})
+        local.set_calibration(sweep_id, sweep.calibration)
+        for row, result in fleet.results(sweep.id):
+            result.extra.pop("fleet")
+            shape = {"vcpus": row["vcpus"], "ram_gib": row["ram_gib"], "disk_class": row["disk_class"]}
+            local.add_point(sweep_id, row["key"], shape, result, json.loads(row["enforced"]), row["started"])
+        local.finish_sweep(sweep_id)
 
 
-def test_the_fleet_store_reports_as_a_local_sweep_of_the_same_points(fleet_run, tmp_path, monkeypatch):
-    """`sizer report` over the fleet's store sizes the head's points as a local sweep of the same
-    shapes on this host does: the same pick, the same shapes measured alike, and each fit as close to
-    its own points."""
+def test_the_fleet_store_sizes_a_nodes_points_as_a_local_store_of_them_does(fleet_run, tmp_path, cli):
+    """`sizer report` over the fleet's store sizes the head's points as it sizes the same
+    measurements stored by a local sweep: the same points, the same fit, the same pick. (How a
+    fleet node's rates compare with a local sweep's own, per CPU-second: speed_comparisons.py
+    per-cpu-second FLEET_STORE LOCAL_STORE --target host:head.)"""
     root, _ = fleet_run
-    monkeypatch.setenv("SIZER_LOCK_FILE", str(tmp_path / "sizer.lock"))
-    local = sizer("sweep", *SPIN, "--vcpus", "1,2", "--store", tmp_path / "local.sqlite", "--out", tmp_path / "local",
-                  "--data", tmp_path / "data")
-    assert local.returncode == 0, local.stderr
-    fleet = sizer("report", "--store", root / "fleet.sqlite", "--out", tmp_path / "fleet")
-    assert fleet.returncode == 0, fleet.stderr
+    local_copy(root / "fleet.sqlite", "host:head", tmp_path / "local.sqlite")
+    for store, out in ((root / "fleet.sqlite", "fleet"), (tmp_path / "local.sqlite", "local")):
+        code, _, err = cli("report", "--store", store, "--out", tmp_path / out)
+        assert code == 0, err
     mine = {w["workload"]: w for w in json.loads((tmp_path / "fleet" / "results.json").read_text())["workloads"]}
     head = mine["cpu-spin on host:head"]
     (alone,) = json.loads((tmp_path / "local" / "results.json").read_text())["workloads"]
     assert alone["workload"] == "cpu-spin" and alone["sized"] and head["sized"]
-    # Two one-pass shapes hold out too few for trust: each answer rests on its measured floor, whose
-    # pessimistic end moves with this shared host's load. The pick at the optimistic end rests on the
-    # measured medians: the same shapes give the same one.
-    head_rec, alone_rec = head["recommendation"], alone["recommendation"]
-    assert not head_rec["model_trusted"] and not alone_rec["model_trusted"]
-    assert ((head_rec["optimistic"] or head_rec["chosen"])["instance_type"]
-            == (alone_rec["optimistic"] or alone_rec["chosen"])["instance_type"])
     assert [p["vcpus"] for p in head["points"]] == [p["vcpus"] for p in alone["points"]] == [1, 2]
-    fleet_points = sorted((p["key"], p) for p in stored_points(root / "fleet.sqlite")
-                          if p["config"]["fleet"]["target"] == "host:head")
-    local_points = sorted((p["key"], p) for p in stored_points(tmp_path / "local.sqlite"))
-    assert [k for k, _ in fleet_points] == [k for k, _ in local_points]
-    for (_, fleet_point), (_, local_point) in zip(fleet_points, local_points):
-        assert per_cpu_second(fleet_point) == pytest.approx(per_cpu_second(local_point), rel=0.25)
-    # The fitted rate per vCPU, per CPU-second the 1-vCPU point got.
-    fitted = [next(p["value"] for p in report["model"]["params"] if p["name"] == "per_vcpu")
-              / points[0][1]["result"]["counters"]["cpu_util_per_vcpu"]
-              for report, points in ((head, fleet_points), (alone, local_points))]
-    assert fitted[0] == pytest.approx(fitted[1], rel=0.3)
+    for field in ("measured", "predicted", "predicted_low", "predicted_high", "bottleneck"):
+        assert [p[field] for p in head["points"]] == [p[field] for p in alone["points"]], field
+    assert head["model"]["params"] == alone["model"]["params"] and head["knee"] == alone["knee"]
+    head_rec, alone_rec = head["recommendation"], alone["recommendation"]
+    for end in ("chosen", "optimistic", "closest"):
+        assert (head_rec[end] or {}).get("instance_type") == (alone_rec[end] or {}).get("instance_type"), end
+    assert head_rec["model_trusted"] == alone_rec["model_trusted"]
 
 
 # ---------------------------------------------------------------- a node lost mid-sweep

@@ -54,10 +54,8 @@ def test_a_cluster_that_does_not_answer_or_options_a_fleet_lacks_exit_2(cli, tmp
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    started = time.monotonic()
     code, _, err = cli("sweep", *SPIN, "--ray", f"127.0.0.1:{port}", "--out", tmp_path / "out")
     assert code == 2 and err.startswith(f"sizer: error: --ray: no Ray cluster answers at 127.0.0.1:{port}")
-    assert time.monotonic() - started < 30
     code, _, err = cli("sweep", *SPIN, "--ray", "auto", "--refine", "2", "--out", tmp_path / "out")
     assert code == 2 and "--refine is not available with --ray" in err
     assert not (tmp_path / "out").exists()

@@ -1,8 +1,8 @@
 """Limit backends on this host's real cgroups: vCPU, RAM and disk limits hold, and nothing is left.
 
-This host is shared and busy (other test runs spin its two cores), so the CPU tests give the group
-the highest CPU weight for the few seconds they measure: what they check is the limit (the cap of
-the cpuset, and the quota where asked for), not how the scheduler shares a busy host.
+What is checked is the limit (the cpuset each process sees, the quota where asked for, the CPU time
+and bytes by the group's own accounting against the cap, the throttle read back), never how fast a
+shared, busy host lets a group run up to it.
 """
 
 from __future__ import annotations
@@ -47,20 +47,6 @@ def own_groups() -> list[str]:
     return [g for g in list_groups() if f"/sizer-{os.getpid()}-" in g]
 
 
-
-def boost_cpu_weight(group) -> None:
-    """Highest CPU weight for the group and its `sizer` parent (see the module docstring)."""
-    dirs = getattr(group, "dirs", {})
-    cpu_dir = dirs.get("cpu") if dirs else getattr(group, "dir", None)
-    if cpu_dir is None:
-        return
-    for d in (cpu_dir, cpu_dir.parent):
-        if (d / "cpu.shares").exists():
-            sysfs.write_text(d / "cpu.shares", "262144")
-        elif (d / "cpu.weight").exists():
-            sysfs.write_text(d / "cpu.weight", "10000")
-
-
 def spin_in(group, processes: int) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-c", SPIN, str(processes)], preexec_fn=group.preexec(), stdout=subprocess.PIPE,
@@ -97,28 +83,20 @@ def test_cpu_limit_holds_from_cgroup_accounting(backend, vcpus, quota):
             # Pinned, a group needs no quota; one is set only when asked for.
             assert enforced.startswith("cpuset") and ("quota" in enforced) == quota, enforced
         proc = spin_in(group, processes=2)
-        used = []
         try:
-            time.sleep(0.5)
-            # The cap must hold in every window. Reaching 2 CPUs also needs the host's other tasks
-            # to leave room (another sizer resets the shared parent's weight), so up to three
-            # windows are measured, each after boosting the weight again.
-            for _ in range(3):
-                boost_cpu_weight(group)
-                used.append(round(cpus_used(group, 2.5), 3))
-                if vcpus == 1 or used[-1] >= 1.7:
-                    break
+            time.sleep(0.2)
+            used = cpus_used(group, 1.0)
             group_dir = getattr(group, "dir", None) or group.dirs["cpuset"]
             children = sysfs.group_pids(group_dir)
             allowed = {pid: os.sched_getaffinity(pid) for pid in children if pid != proc.pid}
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert all(cpu_set == set(cpus) for cpu_set in allowed.values()), allowed
-    if vcpus == 1:
-        assert max(used) <= 1.1, f"2 spinning processes under 1 vCPU used {used} CPUs"
-    else:
-        assert max(used) <= 2.1 and max(used) >= 1.7, f"2 spinning processes under 2 vCPUs used {used} CPUs"
+    assert allowed and all(cpu_set == set(cpus) for cpu_set in allowed.values()), allowed
+    # The cap holds by the group's own accounting: two spinning processes get no more than the
+    # group's vCPUs. (How near the cap a busy host lets them come is a measurement of the host:
+    # lab/benchmarks/speed_comparisons.py cpu-limits.)
+    assert 0 < used <= vcpus + 0.1, f"2 spinning processes under {vcpus} vCPU(s) used {used:.2f} CPUs"
 
 
 @pytest.mark.cgroup
@@ -161,23 +139,17 @@ def test_disk_throttle_caps_buffered_reads(backend, tmp_path):
         "print(statistics.linear_regression(ts, ns).slope)"
     )
     cap = standard.read_bps
-    rates = []
-    # The cap is checked on every try; other runs sharing this disk can only slow a read down, so a
-    # slow reading is measured again (up to three times) before it counts as a failure.
-    for _ in range(3):
-        cache.evict(data)
-        with backend.create(LimitRequest(cpus=tuple(os.sched_getaffinity(0)), throttle=throttle, label="disk")) as group:
-            out = subprocess.run([sys.executable, "-c", reader, str(data)], preexec_fn=group.preexec(),
-                                 capture_output=True, text=True, check=True)
-            read = group.read_bytes()
-            assert "throttle" in group.enforcement().disk or "io.max" in group.enforcement().disk
-        rate = float(out.stdout)
-        rates.append(round(rate / 1e6, 1))
-        assert rate <= cap * 1.05, f"read {rate / 1e6:.0f} MB/s through a {cap / 1e6:.0f} MB/s throttle"
-        assert read >= 0.95 * data.stat().st_size  # counted by the group's I/O statistics
-        if rate >= cap * 0.85:
-            break
-    assert max(rates) >= cap / 1e6 * 0.85, f"read only {rates} MB/s through a {cap / 1e6:.0f} MB/s throttle"
+    with backend.create(LimitRequest(cpus=tuple(os.sched_getaffinity(0)), throttle=throttle, label="disk")) as group:
+        out = subprocess.run([sys.executable, "-c", reader, str(data)], preexec_fn=group.preexec(),
+                             capture_output=True, text=True, check=True)
+        read = group.read_bytes()
+        disk = group.enforcement().disk
+    assert ("throttle" in disk or "io.max" in disk) and str(cap) in disk, disk  # the cap, read back
+    rate = float(out.stdout)
+    # Other runs sharing this disk can only slow a read down: the cap holds on any host. (How near
+    # it a busy disk lets a read come: lab/benchmarks/speed_comparisons.py disk-caps.)
+    assert 0 < rate <= cap * 1.05, f"read {rate / 1e6:.0f} MB/s through a {cap / 1e6:.0f} MB/s throttle"
+    assert read >= 0.95 * data.stat().st_size  # counted by the group's I/O statistics
 
 
 @pytest.mark.cgroup

@@ -45,7 +45,7 @@ def processes_of(pid: int) -> list[str]:
 
 def sweep_args(tmp_path: Path, *more: str) -> list[str]:
     return ["sweep", "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "out"), "--data", str(tmp_path / "data"),
-            "--no-calibrate", "--json", "--parallel", "2", "--vcpus", "1", "--budget", "1.5", *more]
+            "--no-calibrate", "--json", "--parallel", "2", "--vcpus", "1", "--budget", "1", *more]
 
 
 def refusals() -> list[tuple[tuple[str, ...], str]]:

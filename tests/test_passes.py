@@ -204,6 +204,30 @@ def test_the_dry_run_counts_refine_in_its_estimate(cli, tmp_path):
     assert plain["refine"] is None and len(refined["points"]) == len(plain["points"])
 
 
+@pytest.fixture
+def points_take_a_minute(monkeypatch):
+    """The sweep's clock (the `time.monotonic` of sizer.sweep's execute and state) in fake time: the
+    real clock plus 60 s for each point measured. A slice of --max-time 90s then has time for its
+    first point (its estimate of a few seconds fits) and for no other, however fast the host."""
+    import time
+    import types
+
+    from sizer.sweep import execute, state
+
+    offset = [0.0]
+    clock = types.SimpleNamespace(monotonic=lambda: time.monotonic() + offset[0], time=time.time)
+    monkeypatch.setattr(execute, "time", clock)
+    monkeypatch.setattr(state, "time", clock)
+    measure = state.measure_point
+
+    def measure_a_minute(*args, **kwargs):
+        run = measure(*args, **kwargs)
+        offset[0] += 60.0
+        return run
+
+    monkeypatch.setattr(state, "measure_point", measure_a_minute)
+
+
 def _small_sweep(tmp_path: Path, ram: str, *options: str) -> list[str]:
     """`sizer sweep` arguments of a real cpu-spin sweep at 1 and 2 vCPUs, 1 s a point, in tmp_path."""
     return ["sweep", "--workloads", "cpu-spin", "--vcpus", "1,2", "--ram", ram, "--disks", "local-nvme",
@@ -212,15 +236,16 @@ def _small_sweep(tmp_path: Path, ram: str, *options: str) -> list[str]:
 
 
 @pytest.mark.cgroup
-def test_a_refined_sweep_measures_its_worst_shape_again_once_even_across_slices(cli, tmp_path):
+def test_a_refined_sweep_measures_its_worst_shape_again_once_even_across_slices(cli, tmp_path, points_take_a_minute):
     """A real sweep cut by its time limit before the refine step: the resumed run finishes the
     pass, chooses the worst-predicted shape and measures its second pass; a third run chooses the
     same shape from the same stored pass and measures nothing."""
     args = _small_sweep(tmp_path, "512M,1G", "--refine", "1")
-    code, out, err = cli(*args, "--max-time", "10s")
+    code, out, err = cli(*args, "--max-time", "90s")
     assert code == 0, err
     first = json.loads(out)
-    assert first.get("left", 0) >= 1 and "refine" not in first  # the pass is not done: nothing chosen yet
+    assert len(first["points"]) == 1 and first["left"] == 3  # one point of four, then no time
+    assert "refine" not in first  # the pass is not done: nothing chosen yet
     code, out, err = cli(*args, "--resume")
     assert code == 0, err
     second = json.loads(out)
@@ -261,13 +286,14 @@ def test_the_report_shows_the_median_and_the_range_of_a_shape(tmp_path):
 
 
 @pytest.mark.cgroup
-def test_a_sweep_of_two_passes_in_slices_stores_both_and_reports_one_figure_per_shape(cli, tmp_path):
+def test_a_sweep_of_two_passes_in_slices_stores_both_and_reports_one_figure_per_shape(cli, tmp_path,
+                                                                                      points_take_a_minute):
     args = _small_sweep(tmp_path, "512M", "--passes", "2")
-    code, out, err = cli(*args, "--max-time", "12s")
+    code, out, err = cli(*args, "--max-time", "90s")
     assert code == 0, err
     first = json.loads(out)
     measured_first = [p for p in first["points"] if not p["stored"]]
-    assert measured_first and first.get("left", 0) == 4 - len(measured_first)
+    assert len(measured_first) == 1 and first["left"] == 3
     code, out, err = cli(*args, "--resume")
     assert code == 0, err
     second = json.loads(out)

@@ -255,7 +255,7 @@ def test_a_baseline_with_run_true_measures_its_suite(tmp_path):
         check(workload="cpu-spin", shape={"vcpus": 1, "ram_gib": 1, "disk_class": "local-nvme"}, min=1e15,
               name="spins impossibly fast"),
         run=True,
-        sweep={"profile": "cpu-small", "time_budget_s": 3, "calibrate": False, "data_dir": str(tmp_path / "data")},
+        sweep={"profile": "cpu-small", "time_budget_s": 1, "calibrate": False, "data_dir": str(tmp_path / "data")},
     )
     parsed = parse_baseline(data, "run.json")
     inputs = run_suite(parsed, store=tmp_path / "q.sqlite", progress=False, lock_path=tmp_path / "lock")

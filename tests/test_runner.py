@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
@@ -58,9 +57,7 @@ def test_within_the_memory_limit_is_not_oom(backend):
 @pytest.mark.cgroup
 def test_overrunning_worker_becomes_timeout_and_leaves_no_process(backend):
     with backend.create(LimitRequest(cpus=(last_cpu(),), label="runner-timeout")) as group:
-        t0 = time.monotonic()
         run = run_point(Spec(workload="cpu-spin", vcpus=1, time_budget_s=60, spread_target=0.0), group, timeout_s=2.5)
-        assert time.monotonic() - t0 < 15
         group_dir = getattr(group, "dir", None) or group.dirs["cpuset"]
         assert sysfs.group_pids(group_dir) == []  # the worker and its spinners are gone
     assert run.result.status == "timeout"

@@ -161,27 +161,49 @@ def test_stored_steps_show_where_the_loop_caught_up_with_the_loaders_backlog():
     assert stats.drained_warmup([5.0] + [0.054] * 30, 35, drain_s=1.0) == 31  # too few steps: all warm-up
 
 
-def test_the_budget_runs_from_the_end_of_the_first_step():
+def test_the_budget_runs_from_the_end_of_the_first_step(fake_clock):
     """A first step that takes longer than the budget (cold GPU libraries, cuDNN's autotuning: 17.5 s
     on a fresh H100) must not leave the window a few steps."""
-    import time
-
     from workloads.measure import Meter
 
     never = -1.0  # a spread target no window meets: the meter runs to its budget
-    meter = Meter(warmup_steps=2, time_budget_s=0.3, min_steps=10, min_seconds=0.1, n_windows=5, gpu=False,
-                  spread_target=never)
-    time.sleep(0.6)  # the first step's one-time costs: twice the budget, past the hard stop
-    meter.step(0.6, 8)
-    assert meter.elapsed() < 0.05 and not meter.done()
+    step_s = 1 / 64  # exact in binary: the sums below are too
+    meter = Meter(warmup_steps=2, time_budget_s=0.25, min_steps=10, min_seconds=0.1, n_windows=5, gpu=False,
+                  spread_target=never, clock=fake_clock)
+    fake_clock.sleep(0.5)  # the first step's one-time costs: twice the budget, past the hard stop
+    meter.step(0.5, 8)
+    assert meter.elapsed() == 0.0 and not meter.done()
     window_steps = 0
     while not meter.done():
-        time.sleep(0.01)
-        meter.step(0.01, 8)
+        fake_clock.sleep(step_s)
+        meter.step(step_s, 8)
         window_steps += 1
         assert window_steps < 1000
     assert not meter.window_short  # the old clock, started before the first step, stopped it at 5 steps
-    assert 0.3 <= meter.elapsed() < 0.48  # the budget spent, not the hard stop
+    # The budget spent (16 steps after the first), not the hard stop at 1.6 times it.
+    assert window_steps == 16 and meter.elapsed() == 0.25
+    assert sum(1 for s in meter.steps if not s[2]) == 15  # the first two steps were warm-up
+
+
+def test_the_hard_stop_ends_a_window_whose_steps_never_reach_min_steps(fake_clock):
+    """Steps slower than the budget allows: the meter goes on to HARD_STOP times the budget, then
+    stops with its window marked short."""
+    from workloads.measure import Meter
+    from workloads.protocol import Result
+
+    meter = Meter(warmup_steps=1, time_budget_s=1.0, min_steps=10, n_windows=5, gpu=False, clock=fake_clock)
+    steps = 0
+    while not meter.done():
+        fake_clock.sleep(0.25)
+        meter.step(0.25, 4)
+        steps += 1
+    # 1 warm-up step, then measured steps until 1.6 s past the first step's end with 5 measured.
+    assert steps == 8 and meter.elapsed() == pytest.approx(1.75)
+    assert meter.window_short
+    result = meter.finish(Result(workload="w", framework="f", unit="samples/s", profile="cpu-small"), 1)
+    assert result.extra["window_short"] == "7 of 10 steps measured"
+    assert result.status == "noisy" and result.throughput == pytest.approx(16.0)
+    assert result.counters["measured_seconds"] == pytest.approx(7 * 0.25)  # the window, on the meter's clock
 
 
 def test_a_sub_window_holds_two_rounds_at_least():

@@ -15,15 +15,18 @@ POINT_LINE = re.compile(
 
 
 @pytest.fixture(autouse=True)
-def own_lock(tmp_path, monkeypatch):
+def own_lock_and_short_calibrations(tmp_path, monkeypatch):
+    from sizer.sweep import defaults
+
     monkeypatch.setenv("SIZER_LOCK_FILE", str(tmp_path / "sizer.lock"))
+    monkeypatch.setattr(defaults, "REPEAT_BUDGET_S", 0.5)  # real calibrations, shorter windows
 
 
 @pytest.mark.cgroup
 def test_a_logged_sweep_says_it_calibrates_then_prints_one_plain_line_per_point(cli, tmp_path):
     code, out, err = cli(
         "sweep", "--workloads", "cpu-spin", "--vcpus", "1", "--ram", "1G,2G", "--disks", "local-nvme",
-        "--profile", "cpu-small", "--budget", "1.5", "--store", str(tmp_path / "s.sqlite"),
+        "--profile", "cpu-small", "--budget", "1", "--store", str(tmp_path / "s.sqlite"),
         "--out", str(tmp_path / "out"), "--data", str(tmp_path / "data"), "--json",
     )
     assert code == 0, err

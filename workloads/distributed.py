@@ -33,7 +33,6 @@ import multiprocessing
 import os
 import signal
 import tempfile
-import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,8 +141,8 @@ class RankMeter(Meter):
     def finish(self, result: Result, vcpus: int, input_ended: bool = False) -> Result:
         start = self._t_measure
         super().finish(result, vcpus, input_ended)
-        if start is not None:  # perf_counter is the system's monotonic clock: comparable across ranks
-            result.extra["window_monotonic"] = [start, time.perf_counter()]
+        if start is not None:  # perf_counter (the default clock) is the system's monotonic clock: comparable across ranks
+            result.extra["window_monotonic"] = [start, self.clock()]
         return result
 
 

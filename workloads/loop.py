@@ -29,11 +29,13 @@ class StepClock:
 
     On the CPU a step is complete when its Python call returns. On a GPU, `tick` records an event
     after the step is queued and waits for the previous step's event, so one step stays queued and
-    the reported interval covers the GPU's work and any wait for input.
+    the reported interval covers the GPU's work and any wait for input. `clock` (seconds, default
+    `time.perf_counter`) reads the time, so a test steps the loop in fake time.
     """
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, clock: Callable[[], float] = time.perf_counter):
         self.cuda = is_cuda(device)
+        self.clock = clock
         self._pending: tuple[Any, float] | None = None
         self._last = 0.0
 
@@ -42,10 +44,10 @@ class StepClock:
             import torch
 
             torch.cuda.synchronize()
-        self._last = time.perf_counter()
+        self._last = self.clock()
 
     def _lap(self) -> float:
-        now = time.perf_counter()
+        now = self.clock()
         dt, self._last = now - self._last, now
         return dt
 
@@ -106,22 +108,23 @@ def drain_ready(batches: Iterator, meter: Meter, clock: StepClock, samples_of: C
     over the data counts them).
     """
     _record(meter, clock.flush())  # the warm-up's last step, complete: the GPU is idle from here
-    t_start = time.perf_counter()
+    now = clock.clock
+    t_start = now()
     limit = 4 * meter.warmup_steps + 8  # far more than the prefetch queue holds (warm-up spans its depth)
     dropped, dropped_samples, quickest = 0, 0.0, math.inf
     while True:
-        t0 = time.perf_counter()
+        t0 = now()
         batch = next(batches)
-        took = time.perf_counter() - t0
+        took = now() - t0
         waited = took > (max(DRAIN_WAIT_S, 4 * quickest) if dropped else DRAIN_FIRST_WAIT_S)
-        if waited or dropped >= limit or time.perf_counter() - t_start > DRAIN_MAX_S:
+        if waited or dropped >= limit or now() - t_start > DRAIN_MAX_S:
             break
         quickest = min(quickest, took)
         dropped += 1
         dropped_samples += samples_of(batch)
         del batch  # its shared-memory buffer goes back to its worker
     clock.start()
-    meter.drained(dropped, dropped_samples, time.perf_counter() - t_start)
+    meter.drained(dropped, dropped_samples, now() - t_start)
     return batch, dropped_samples
 
 

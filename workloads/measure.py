@@ -135,8 +135,8 @@ _PROBE_BYTES = 256 * 1024
 _probe_buffer: bytes | None = None
 
 
-def cpu_speed_probe(seconds: float = 0.3) -> float:
-    """MB/s of zlib compression on one thread over about `seconds` (at least three rounds)."""
+def cpu_speed_probe(seconds: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> float:
+    """MB/s of zlib compression on one thread over about `seconds` of `clock` (at least three rounds)."""
     import random
     import zlib
 
@@ -148,11 +148,11 @@ def cpu_speed_probe(seconds: float = 0.3) -> float:
         while len(text) < _PROBE_BYTES:
             text += rng.choice(words) + b" "
         _probe_buffer = bytes(text[:_PROBE_BYTES])
-    rounds, t0 = 0, time.perf_counter()
+    rounds, t0 = 0, clock()
     while True:
         zlib.compress(_probe_buffer, 6)
         rounds += 1
-        elapsed = time.perf_counter() - t0
+        elapsed = clock() - t0
         if rounds >= 3 and elapsed >= seconds:
             return rounds * _PROBE_BYTES / elapsed / 1e6
 
@@ -309,7 +309,9 @@ class Meter:
         round_steps: int = 1,
         drain: bool = False,
         warmup_s: float = 0.0,
+        clock: Callable[[], float] = time.perf_counter,
     ):
+        self.clock = clock
         self.warmup_steps = max(0, int(warmup_steps))
         self.drain = bool(drain)
         self.warmup_s = max(0.0, float(warmup_s))
@@ -366,7 +368,7 @@ class Meter:
     def _snapshot(self) -> dict[str, Any]:
         """The counters a window starting now would start from."""
         snap = {"before": tree_counters(), "steal": steal_seconds(), "tracked": [read() for read, _ in self._tracked]}
-        return {**snap, "t": time.perf_counter(), "age": process_age_s()}
+        return {**snap, "t": self.clock(), "age": process_age_s()}
 
     def _open_window(self, snap: dict[str, Any], ago_s: float = 0.0) -> None:
         """The measured window starts at `snap` (from `_snapshot`), less `ago_s` seconds (a step it holds already)."""
@@ -390,7 +392,7 @@ class Meter:
             if self._pair is not None:
                 self._pair.start()  # the budget runs from the moment both jobs are ready
                 self.timeline["partner_ready"] = process_age_s()
-            self._t_start = time.perf_counter()
+            self._t_start = self.clock()
         if self._t_measure is None and self.warmup_steps == 0 and not self.drain and not self.warmup_s:
             self._open_window(self._snapshot(), ago_s=seconds)  # no warm-up: the first step is measured whole
         if self._t_measure is None:
@@ -405,7 +407,7 @@ class Meter:
 
     def elapsed(self) -> float:
         """Seconds of the budget spent: since the end of the first step."""
-        return 0.0 if self._t_start is None else time.perf_counter() - self._t_start
+        return 0.0 if self._t_start is None else self.clock() - self._t_start
 
     @property
     def window_short(self) -> bool:
@@ -423,7 +425,7 @@ class Meter:
 
     def _close_window(self) -> None:
         """The window ends now, though the job runs on: what `finish` reads at its end, read now."""
-        self._closed = {"t": time.perf_counter(), "after": tree_counters(), "steal": steal_seconds(),
+        self._closed = {"t": self.clock(), "after": tree_counters(), "steal": steal_seconds(),
                         "tracked": [read() for read, _ in self._tracked], "age": process_age_s(),
                         "gpu": self._gpu.stop() if self._gpu is not None else {}}
 
@@ -454,8 +456,8 @@ class Meter:
         images, said about 1,000).
         """
         closed = self._closed or {}
-        end = closed.get("t", time.perf_counter())
-        wall = (end - self._t_measure) if self._t_measure else 0.0
+        end = closed.get("t", self.clock())
+        wall = (end - self._t_measure) if self._t_measure is not None else 0.0
         after = closed.get("after") or tree_counters()
         throughput, spread, rates = stats.summarize(self.steps, self.n_windows, self.round_steps)
         measured = [s for s in self.steps if not s[2]]
