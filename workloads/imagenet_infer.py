@@ -22,7 +22,8 @@ from typing import Any
 
 from workloads import stats
 from workloads.distributed import STREAMS, run_ranks
-from workloads.image_loader import INPUTS, Feed, image_feed, open_images, run_feed
+from workloads.formats.readers import with_format_modules
+from workloads.image_loader import INPUTS, TORCH_IMAGE_MODULES, Feed, image_feed, open_images, run_feed
 from workloads.image_transforms import NORMALIZE, DeviceInput, eval_transform
 from workloads.loop import is_cuda, synthetic_batches
 from workloads.measure import add_read_bytes_per_sample, bottleneck_label, stage_done
@@ -82,6 +83,13 @@ class ImagenetInfer(Workload):
     choices = {"input": INPUTS, "normalize": NORMALIZE, "model": tuple(ARCH_KWARGS), "device": DEVICES,
                "precision": PRECISIONS}
     setting_types = {"workers": (int, type(None))}
+
+    requires_modules = TORCH_IMAGE_MODULES
+
+    @classmethod
+    def modules_for(cls, profile: str, config: dict[str, Any]) -> tuple[str, ...]:
+        """torch, torchvision, PIL and numpy, and the reader of a packed `input` (lmdb)."""
+        return with_format_modules(cls.requires_modules, {**cls.defaults.get(profile, {}), **config}.get("input"))
 
     def prepare(self, spec: Spec) -> None:
         cfg = self.config_for(spec)

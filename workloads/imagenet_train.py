@@ -22,8 +22,9 @@ from typing import Any
 
 from workloads.batch_buffers import RegisteredCopy, use_registered_buffers
 from workloads.distributed import DATA_PARALLEL, data_parallel, run_ranks
+from workloads.formats.readers import with_format_modules
 from workloads.gpu_augment import GpuAugment, collate_raw
-from workloads.image_loader import DECODERS, INPUTS, Feed, ImageSamples, image_feed, open_images, run_feed
+from workloads.image_loader import DECODERS, INPUTS, TORCH_IMAGE_MODULES, Feed, ImageSamples, image_feed, open_images, run_feed
 from workloads.image_transforms import NORMALIZE, DeviceInput, train_transform
 from workloads.loop import is_cuda, synthetic_batches
 from workloads.measure import add_read_bytes_per_sample, bottleneck_label, stage_done
@@ -107,6 +108,13 @@ class ImagenetTrain(Workload):
                "device": DEVICES, "precision": PRECISIONS, "register_buffers": ("auto", True, False)}
     setting_types = {"workers": (int, type(None))}
     requires = {("decode", "gpu"): ("device", "cuda")}  # nvjpeg decodes on a CUDA device
+
+    requires_modules = TORCH_IMAGE_MODULES
+
+    @classmethod
+    def modules_for(cls, profile: str, config: dict[str, Any]) -> tuple[str, ...]:
+        """torch, torchvision, PIL and numpy, and the reader of a packed `input` (lmdb)."""
+        return with_format_modules(cls.requires_modules, {**cls.defaults.get(profile, {}), **config}.get("input"))
 
     def prepare(self, spec: Spec) -> None:
         cfg = self.config_for(spec)

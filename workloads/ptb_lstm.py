@@ -61,6 +61,7 @@ class PtbLstmTrain(Workload):
     description = "Word-level LSTM language model on PTB (Zaremba et al.'s medium model; cpu-small: their small one)"
     dataset = "ptb"
     stresses = "GPU, little else"
+    requires_modules = ("torch",)
     choices = {"device": DEVICES, "precision": PRECISIONS}
     defaults = {
         "gpu": {"hidden": 650, "layers": 2, "dropout": 0.5, "bptt": 35, "batch_size": 20, "tied": False,

@@ -353,6 +353,11 @@ Strategy = Annotated[str, typer.Option(
          "shape at a time where the recommendation or the knee can still change, each measured --passes "
          "times (default 2), and stop when they hold at both ends of the ranges (docs/design.md, "
          "\"Adaptive sweeps\").")]
+SkipUnavailable = Annotated[bool, typer.Option(
+    "--skip-unavailable",
+    help="Leave out a workload whose Python modules (in its own interpreter) or whose dataset's are missing, "
+         "measure the others, and name it in the report with what to install. Without it such a workload stops "
+         "the sweep before any work, in one line naming the package.")]
 MaxPoints = Annotated[Optional[int], typer.Option(
     "--max-points",
     metavar="N",
@@ -404,6 +409,7 @@ def sweep(
     interference: Interference = None,
     strategy: Strategy = "grid",
     max_points: MaxPoints = None,
+    skip_unavailable: SkipUnavailable = False,
     ray: RayAddress = None,
     fleet_targets: FleetTargets = None,
     fleet_node_wait: FleetNodeWait = None,
@@ -457,8 +463,8 @@ def sweep_options(
     no_calibrate: bool, limits: str | None, max_time: str | None, cpu_quota: bool, repeat_noisy: float | None,
     passes: int | None, refine: int | None, gpus: str | None, vcpus_per_gpu: str | None, command: str | None,
     name: str | None, metric_regex: str | None, unit: str | None, parallel: int | None, interference: int | None,
-    strategy: str, max_points: int | None, ray: str | None, fleet_targets: str | None, fleet_node_wait: str | None,
-    fleet_whole_node: bool,
+    strategy: str, max_points: int | None, skip_unavailable: bool, ray: str | None, fleet_targets: str | None,
+    fleet_node_wait: str | None, fleet_whole_node: bool,
 ) -> Any:
     """`sizer sweep`'s options checked and gathered into SweepOptions (a SizerError names the first problem)."""
     problem = command_options_problem(command, workloads is not None, name, metric_regex, unit, "--workloads")
@@ -500,6 +506,7 @@ def sweep_options(
         fleet=fleet_from_options(ray, fleet_targets, fleet_node_wait, fleet_whole_node),
         strategy=strategy,
         max_points=max_points,
+        skip_unavailable=skip_unavailable,
     )
     if opts.workloads is not None and not opts.workloads:
         raise SizerError("--workloads: empty list")

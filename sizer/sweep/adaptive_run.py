@@ -107,10 +107,5 @@ def _shape_label(point: PlannedPoint) -> str:
 
 
 def keep_record(sweep: SweepRun, record: dict[str, Any]) -> None:
-    """Store the adaptive record in the sweep's calibration record, where the host's speed entries
-    go too (the dict they are written from gets it as well, so a later entry keeps it)."""
-    current = next((s.calibration for s in sweep.store.sweeps() if s.id == sweep.sweep_id), None) or {}
-    current[RECORD_KEY] = record
-    if sweep.host_speed.calibration:
-        sweep.host_speed.calibration[RECORD_KEY] = record
-    sweep.store.set_calibration(sweep.sweep_id, current)
+    """Store the adaptive record in the sweep's calibration record (`SweepRun.keep`)."""
+    sweep.keep(RECORD_KEY, record)

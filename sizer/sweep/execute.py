@@ -14,6 +14,7 @@ from sizer.lock import HostLock
 from sizer.store import Store
 from sizer.sweep.adaptive_run import measure_adaptively
 from sizer.sweep.data import prepare_datasets
+from sizer.sweep.dependencies import LEFT_OUT_KEY, DependencyCheck
 from sizer.sweep.measure import measure_point
 from sizer.sweep.outputs import count_statuses, dry_run_summary
 from sizer.sweep.parallel import ParallelRunner, parallel_summary, plan_parallel
@@ -23,11 +24,18 @@ from sizer.sweep.state import OnPoint, SweepRun, host_info
 
 
 def _add_calibration_workload(plan: SweepPlan, opts: SweepOptions) -> None:
+    """The calibration's workload, where it is installed and its modules are here (else a note)."""
     if opts.calibrate and CALIBRATION_WORKLOAD not in plan.classes:
         try:
-            plan.classes.update(load_workload_classes([CALIBRATION_WORKLOAD]))
+            classes = load_workload_classes([CALIBRATION_WORKLOAD])
         except SizerError:
             plan.notes.append(f"no {CALIBRATION_WORKLOAD} workload installed: this sweep has no calibration")
+            return
+        missing = DependencyCheck(plan.profile).entry(CALIBRATION_WORKLOAD, classes[CALIBRATION_WORKLOAD], {})
+        if missing is not None:
+            plan.notes.append(f"this sweep has no calibration: {missing.line()}")
+            return
+        plan.classes.update(classes)
 
 
 def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | None = None) -> dict[str, Any]:
@@ -45,7 +53,7 @@ def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
             planned["parallel"] = parallel.outline()
             planned["notes"] = [*planned["notes"], *parallel.notes]
         return planned
-    summary: dict[str, Any] = {"profile": plan.profile, "points": [], "notes": plan.notes}
+    summary: dict[str, Any] = {"profile": plan.profile, "points": [], "notes": plan.notes, "left_out": plan.left_out}
     started = time.monotonic()
     with HostLock(opts.lock_path), stop_on_signals():
         summary["leftovers_removed"] = cleanup_leftovers()
@@ -57,6 +65,7 @@ def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
                 sweep.measure_many = ParallelRunner(sweep, parallel).run
             sweep.open(host)
             sweep.prepare()
+            sweep.keep(LEFT_OUT_KEY, plan.left_out or None)  # the report names each workload left out
             sweep.measure_all(measure_adaptively if opts.strategy == "adaptive" else None)
             sweep.finish()
             if parallel is not None:

@@ -19,7 +19,6 @@ from sizer.errors import SizerError
 from sizer.levels import DEFAULT_CONFIDENCE
 from sizer.limits import LimitBackend, block_device_for, detect_backend
 from sizer.probe import hypervisor
-from sizer.runner import interpreter_for
 from sizer.shapes import (
     MAX_PASSES,
     HostCpus,
@@ -34,6 +33,7 @@ from sizer.shapes import (
 )
 from sizer.sweep import defaults
 from sizer.sweep.data import DATASET_IMAGES, GENERATED_DATASETS, DatasetNeeds
+from sizer.sweep.dependencies import DependencyCheck, refusal
 from sizer.sweep.strategy import adaptive_passes, check_strategy
 from sizer.units import GIB
 from sizer.variants import SYNTHETIC_INPUT, Variant
@@ -95,6 +95,7 @@ class SweepOptions:
     fleet: Any = None  # sizer.fleet.FleetOptions: measure on the nodes of a Ray cluster (--ray); None: on this host
     strategy: str = "grid"  # "adaptive": shape by shape where the answer can still change (sizer.sweep.adaptive)
     max_points: int | None = None  # an adaptive sweep's most measurements per workload entry; None: no cap
+    skip_unavailable: bool = False  # leave out a workload whose modules are missing, instead of refusing the sweep
 
 
 @dataclass
@@ -120,6 +121,8 @@ class SweepPlan:
     passes_reason: str = ""  # why the plan measures in this many passes, where the host chose
     # The points, passes and refine the plan takes if its start calibration spreads (apply_start_spread).
     on_spread: tuple[list[PlannedPoint], int, int] | None = None
+    # Workload entries left out (--skip-unavailable): `dependencies.Unavailable.as_dict` each.
+    left_out: list[dict[str, str]] = field(default_factory=list)
 
     def apply_start_spread(self, spread: float | None) -> bool:
         """Take the plan's points of more passes where the sweep's start calibration spread by more
@@ -234,20 +237,38 @@ def _check_settings(name: str, cls: type[Workload], profile: str, settings: dict
 
 def _checked_classes(parsed: list[tuple[str, dict[str, Any]]], profile: str,
                      overrides: dict[str, Any]) -> dict[str, type[Workload]]:
-    """The workload classes of the entries, each with the profile, its interpreter, the entry's
-    settings and the settings of every point (`--set`) checked."""
+    """The workload classes of the entries, each with the profile, the entry's settings and the
+    settings of every point (`--set`) checked (its interpreter and modules: `_available`)."""
     classes = load_workload_classes(list(dict.fromkeys(name for name, _ in parsed)))
     for name, cls in classes.items():
         if profile not in cls.defaults:
             raise SizerError(f"workload {name} has no profile {profile!r} (has {', '.join(sorted(cls.defaults))})")
         _check_settings(name, cls, profile, overrides, source="--set: ")
-        interpreter_for(cls.interpreter)  # a missing MXNet environment is refused now, not mid-sweep
     for name, variant in parsed:
         _check_settings(name, classes[name], profile, variant)
         problem = classes[name].config_problem(profile, {**overrides, **variant})
         if problem:
             raise SizerError(f"workload {name}: {problem}")
     return classes
+
+
+def _available(entries: list[str], parsed: list[tuple[str, dict[str, Any]]], classes: dict[str, type[Workload]],
+               profile: str, overrides: dict[str, Any], skip: bool) -> tuple[list[tuple[str, dict[str, Any]]], list[Any]]:
+    """The entries whose modules (in their own interpreter) and datasets' modules are all here, and
+    those left out; without `skip`, any left out refuses the plan in one line."""
+    check = DependencyCheck(profile)
+    kept, left_out = [], []
+    for entry, (name, variant) in zip(entries, parsed):
+        missing = check.entry(entry, classes[name], {**overrides, **variant})
+        if missing is None:
+            kept.append((name, variant))
+        else:
+            left_out.append(missing)
+    if left_out and not skip:
+        raise SizerError(refusal(left_out))
+    if not kept:
+        raise SizerError("no workload of the plan can run here: " + "; ".join(u.line() for u in left_out))
+    return kept, left_out
 
 
 # ---------------------------------------------------------------- shapes, data and limits
@@ -427,6 +448,8 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
     entries = list(dict.fromkeys(e.strip() for e in (opts.workloads or defaults.default_workloads(profile))))
     parsed = [parse_workload_entry(e) for e in entries]
     classes = _checked_classes(parsed, profile, opts.config)
+    parsed, left_out = _available(entries, parsed, classes, profile, opts.config, opts.skip_unavailable)
+    classes = {name: cls for name, cls in classes.items() if any(name == n for n, _ in parsed)}
     disks, disk_table = _checked_disks(opts, profile)
     check_target_gpu(opts)
     cpus, host_ram = host_cpus(), host_ram_bytes()
@@ -454,6 +477,7 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
 
     points = points_of(chosen.passes)
     notes.extend(gpu_notes)
+    notes.extend(f"left out (--skip-unavailable): {u.line()}" for u in left_out)
     on_spread = None if chosen.on_spread is None else (points_of(chosen.on_spread[0]), *chosen.on_spread)
     _check_repeat_spread(opts)
     config = _plan_identity(opts, entries, vcpus, ram_gib, disks, profile, disk_table, budget, data_dir, chosen)
@@ -479,4 +503,5 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
         refine=chosen.refine,
         passes_reason=chosen.reason,
         on_spread=on_spread,
+        left_out=[u.as_dict() for u in left_out],
     )

@@ -301,6 +301,22 @@ class SweepRun:
             run = keep_steadier(run, measure_point(self.plan, point, datasets, cpus=cpus, gpus=gpus))
         return run
 
+    def keep(self, key: str, value: Any) -> None:
+        """Keep `value` under `key` in the sweep's calibration record, where the host's speed entries
+        go too and the report finds it (the dict those entries are written from gets it as well, so a
+        later entry keeps it); None removes the key."""
+        current = next((s.calibration for s in self.store.sweeps() if s.id == self.sweep_id), None) or {}
+        if value is None and key not in current:
+            return
+        for record in (current, self.host_speed.calibration):
+            if (record is not current and not record) or (value is None and key not in record):
+                continue
+            if value is None:
+                del record[key]
+            else:
+                record[key] = value
+        self.store.set_calibration(self.sweep_id, current)
+
     def finish(self) -> None:
         """Close the sweep, unless a slice left points to go (`complete` says which in the summary)."""
         self.summary["sweep_ids"] = [self.sweep_id]
