@@ -17,7 +17,7 @@ import zlib
 from array import array
 from typing import Any, Callable, Sequence
 
-from sizer.method import SweepSettings, bring_to_current, current_status, stored_method
+from sizer.method import SweepSettings, bring_to_current, current_marks, current_status, stored_method
 from sizer.points import ParallelMark, Point
 from workloads.protocol import Result
 
@@ -250,6 +250,7 @@ def point_from_result(row: Any, result: Result) -> Point:
         parallel=_parallel_mark(extra),
         interference_check=str(extra.get("interference_check") or ""),
         real_instance=bool(extra.get("real_instance")),
+        marks=current_marks(result),
     )
 
 

@@ -497,7 +497,7 @@ class Meter:
         result.spread = spread
         result.window_rates = rates
         result.steps = self.steps
-        result.status = NOISY if stats.is_noisy(spread, self.window_short) else OK
+        result.status = NOISY if stats.is_noisy(spread) else OK
         if self.window_short:
             result.extra["window_short"] = f"{self._measured_steps} of {self.min_steps} steps measured"
         cpu = after["cpu_seconds"] - self._before.get("cpu_seconds", 0.0)

@@ -63,7 +63,7 @@ def render_point(data: dict[str, Any]) -> None:
     table.add_column("value")
     status = data["status"]
     colour = "green" if status == "ok" else ("yellow" if status == "noisy" else "red")
-    table.add_row("status", f"[{colour}]{status}[/]")
+    table.add_row("status", f"[{colour}]{status}[/]" + "".join(f"; {m}" for m in data.get("marks") or ()))
     table.add_row("throughput", f"{_fmt_rate(data['throughput'])} {data['unit']} (spread {data['spread']:.1%})")
     table.add_row("bottleneck", data["bottleneck"] or "-")
     c = data["counters"]

@@ -11,6 +11,7 @@ from typing import Any
 from sizer.errors import SizerError
 from sizer.limits import cleanup_leftovers
 from sizer.lock import HostLock
+from sizer.method import current_marks
 from sizer.store import Store
 from sizer.sweep.adaptive_run import measure_adaptively
 from sizer.sweep.data import prepare_datasets
@@ -112,6 +113,7 @@ def run_single(
         "gpus": point.shape.gpus,
         "profile": plan.profile,
         "status": r.status,
+        "marks": list(current_marks(r)),
         "throughput": r.throughput,
         "unit": r.unit,
         "spread": r.spread,
