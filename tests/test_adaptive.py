@@ -186,3 +186,30 @@ def test_an_option_whose_page_cache_holds_the_dataset_is_told_by_a_shape_on_any_
     option = _option("standard", 5.0, False, False, "not judged", CEILING, dataset_cached=True)
     largest = chooser._telling(option, {})
     assert (largest.shape.vcpus, largest.shape.ram_gib, largest.shape.disk_class) == (16, 32.0, "local-nvme")
+
+
+def test_decided_points_run_beside_those_in_flight_and_a_choice_waits_for_them(grid):
+    """The start's shapes and their passes depend on no measurement: they go out side by side. A
+    choice fitted on measurements waits until none of the entry's is in flight; stored in the order
+    they ended, the measurements give the choice a serial sweep makes."""
+    chooser = AdaptiveChooser(grid, _terms())
+    start = chooser.start()
+    flying: list[str] = []
+    while (step := chooser.step([], flying)).point is not None:
+        flying.append(step.point.key)
+    assert sorted(shape_key(k) for k in flying) == sorted([start[0].key] + [p.key for p in start[1:] for _ in (1, 2)])
+    assert len(set(flying)) == len(flying) and step.waiting and step.stopped == ""
+    serial, _ = _run(grid, _terms())
+    assert sorted(k for k, _ in serial[:9]) == sorted(flying)
+    ended = list(reversed(serial[:9]))  # the start stored in another order
+    assert chooser.step(ended[:5], [k for k, _ in ended[5:]]).waiting
+    assert chooser.step(ended).point.key == AdaptiveChooser(grid, _terms()).step(serial[:9]).point.key == serial[9][0]
+
+
+def test_a_pass_cut_short_by_a_kill_leaves_its_number_free(grid):
+    """Pass 2 of a shape stored, pass 1 killed in flight: the shape's next measurement takes the
+    free number, never a stored key."""
+    serial, _ = _run(grid, _terms())
+    kept = [serial[0], serial[2]]  # the ceiling and the second pass of the first start shape
+    step = AdaptiveChooser(grid, _terms()).step(kept)
+    assert step.point.key == serial[1][0] and step.point.key not in {k for k, _ in kept}

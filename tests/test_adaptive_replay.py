@@ -109,3 +109,24 @@ def test_a_live_store_is_compared_with_the_grids_answer(replay, tmp_path, capsys
     out = capsys.readouterr().out
     assert "pick (instance and disk class) agrees: yes; knee within the grid's range: yes" in out
     assert replay.main(["--compare", str(grid)]) == 2  # no grid store to compare with
+
+
+def test_four_slots_reach_the_serial_answer_and_an_entry_without_usable_points_is_named(replay, tmp_path):
+    """Four of an entry's points in flight at once, stored in the order they end: the answer is the
+    serial replay's. An entry whose every point failed has no grid to reach: named, not replayed."""
+    path = _grid_store(tmp_path / "grid.sqlite")
+    with Store(path) as store:
+        sweep = store.sweeps()[0].id
+        for v in (2, 4):
+            failed = Result(workload="imagenet-preprocess", framework="pillow", unit="images/s", profile="gpu",
+                            status="error", error="ModuleNotFoundError: No module named 'lmdb'")
+            store.add_point(sweep, f"imagenet-preprocess/gpu/{v}vcpu-8gib-ssd",
+                            {"vcpus": v, "ram_gib": 8.0, "disk_class": "ssd"}, failed, {}, time.time())
+    replay.SKIPPED.clear()
+    entries = replay.load_entries(path, tmp_path)
+    assert [e.label for e in entries] == ["resnet50-train"]
+    assert replay.SKIPPED == [f"{path} imagenet-preprocess: no usable point (2 error)"]
+    [serial] = replay.run_all(entries, replays=3, share=0.5, confidence=0.9, workers=1, cache=False)
+    [side] = replay.run_all(entries, replays=3, share=0.5, confidence=0.9, workers=1, cache=False, slots=4)
+    assert side["slots"] == 4 and side["stored"]["answer"] == serial["stored"]["answer"]
+    assert side["stored"]["points"] == serial["stored"]["points"] and side["noisy"]["pick"] == 3

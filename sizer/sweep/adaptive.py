@@ -134,6 +134,11 @@ class Step:
     answer: Answer | None
     stopped: str = ""
 
+    @property
+    def waiting(self) -> bool:
+        """No point now, and no stop: the next choice waits for measurements in flight."""
+        return self.point is None and not self.stopped
+
 
 # ---------------------------------------------------------------------------- the answer
 def _disk_speed(name: str, table: Mapping[str, DiskClass]) -> float:
@@ -207,17 +212,23 @@ class AdaptiveChooser:
         return out
 
     # ------------------------------------------------------------------ one step
-    def step(self, measured: Sequence[tuple[str, Point]]) -> Step:
+    def step(self, measured: Sequence[tuple[str, Point]], in_flight: Sequence[str] = ()) -> Step:
         """The next point to measure given the entry's stored (key, point) pairs in the order they
-        were measured, or the reason to stop."""
+        were stored and the keys of its points being measured now (`in_flight`, a parallel sweep's),
+        or the reason to stop, or to wait (`Step.waiting`): a point whose choice depends on the
+        measurements in flight waits for them. A point decided already (a start shape, a pass owed
+        to a shape taken) may run beside them."""
+        measured = self.canonical(measured)
         counts = shape_counts(measured)
+        taken = Counter(counts) + Counter(shape_key(k) for k in in_flight)
+        used = {k for k, _ in measured} | set(in_flight)
         cap = self.terms.max_points
-        if cap is not None and len(measured) >= cap:
-            return self._stop_at_cap(measured)
-        begun = self._next_pass_of_begun(measured, counts)
-        if begun is not None:
-            return begun
-        step = self._start_step(counts)
+        spent = len(measured) + len(in_flight)
+        if cap is not None and spent >= cap:
+            return self._wait(in_flight) or self._stop_at_cap(measured)
+        step = self._decided(measured, taken, used)
+        if step is None and in_flight:
+            return self._wait(in_flight) or self._stop_at_cap(measured)
         if step is None:
             fitted = self._fitted(measured)
             if fitted is None:
@@ -226,36 +237,57 @@ class AdaptiveChooser:
                 settled = self._settled(measured, fitted, counts)
                 if settled:
                     return Step(None, settled, fitted.answer, STOP_STABLE)
-                step = self._choose(fitted, measured, counts)
-        if step.point is not None and cap is not None and len(measured) + self._cost(step.point, counts) > cap:
-            return self._stop_at_cap(measured)
+                step = self._choose(fitted, measured, counts, used)
+        if step.point is not None and cap is not None and spent + self._cost(step.point, taken) > cap:
+            return self._wait(in_flight) or self._stop_at_cap(measured)
         return step
+
+    @staticmethod
+    def _wait(in_flight: Sequence[str]) -> Step | None:
+        if not in_flight:
+            return None
+        return Step(None, f"the next choice waits for {len(in_flight)} measurement(s) in flight", None)
 
     def _stop_at_cap(self, measured: Sequence[tuple[str, Point]]) -> Step:
         return Step(None, f"{len(measured)} points measured; the next shape's {self.terms.passes} passes would pass "
                           f"the most allowed, {self.terms.max_points}", self._answer(measured), STOP_MAX_POINTS)
 
-    def _cost(self, point: PlannedPoint, counts: dict[str, int]) -> int:
+    def _cost(self, point: PlannedPoint, taken: Mapping[str, int]) -> int:
         """The measurements a point commits to: a new shape's passes (the ceiling: one), else one."""
-        return self.terms.passes if not point.ceiling and counts.get(point.key, 0) == 0 else 1
+        return self.terms.passes if not point.ceiling and taken.get(point.key, 0) == 0 else 1
 
-    def _start_step(self, counts: dict[str, int]) -> Step | None:
-        """The start's next shape (see the module), None once every one is measured."""
+    def canonical(self, measured: Sequence[tuple[str, Point]]) -> list[tuple[str, Point]]:
+        """The stored measurements in the order a serial sweep takes them: the start's (the first
+        passes of each start shape, in start order: a parallel sweep measures them side by side and
+        stores them as they end), then the rest as stored (each later choice waits for the one
+        before it, so their order is the choices')."""
+        order = {p.key: i for i, p in enumerate(self.start())}
+        seen: Counter[str] = Counter()
+        start, rest = [], []
+        for key, point in measured:
+            base = shape_key(key)
+            seen[base] += 1
+            first = 1 if self.ceiling is not None and base == self.ceiling.key else self.terms.passes
+            if base in order and seen[base] <= first:
+                start.append((order[base], key, point))
+            else:
+                rest.append((key, point))
+        return [(k, p) for _, k, p in sorted(start, key=lambda t: (t[0], t[1]))] + rest
+
+    def _decided(self, measured: Sequence[tuple[str, Point]], taken: Mapping[str, int], used: set[str]) -> Step | None:
+        """A point no measurement can change: a pass owed to a shape taken (the first such shape in
+        the order measured), else the next start shape not taken yet."""
+        for key in dict.fromkeys(shape_key(k) for k, _ in measured):
+            point = self._real_by_key.get(key)
+            if point is not None and 0 < taken.get(key, 0) < self.terms.passes:
+                return Step(_next_pass(point, used), f"pass {taken[key] + 1} of {self.terms.passes}", None)
         for point in self.start():
-            if counts.get(point.key, 0) == 0:
+            count = taken.get(point.key, 0)
+            if count == 0:
                 return Step(point, "start: " + _start_words(point), None)
+            if not point.ceiling and count < self.terms.passes:  # its first pass is in flight
+                return Step(_next_pass(point, used), f"pass {count + 1} of {self.terms.passes}", None)
         return None
-
-    def _next_pass_of_begun(self, measured: Sequence[tuple[str, Point]], counts: dict[str, int]) -> Step | None:
-        """The next pass of the last shape taken, until it has its passes (a shape measured again
-        by a rule is complete with that one measurement)."""
-        if not measured:
-            return None
-        key = shape_key(measured[-1][0])
-        point = self._real_by_key.get(key)
-        if point is None or not 0 < counts[key] < self.terms.passes:
-            return None
-        return Step(_next_pass(point, counts), f"pass {counts[key] + 1} of {self.terms.passes}", None)
 
     def answer(self, measured: Sequence[tuple[str, Point]]) -> Answer | None:
         """The answer of the entry's stored (key, point) pairs, as the report sizes them (None before a fit)."""
@@ -266,7 +298,7 @@ class AdaptiveChooser:
         return None if fitted is None else fitted.answer
 
     def _fitted(self, measured: Sequence[tuple[str, Point]]) -> _Fitted | None:
-        key = tuple((k, p.status, p.throughput) for k, p in measured)
+        key = tuple(sorted((k, p.status, p.throughput) for k, p in measured))
         if key not in self._memo:
             self._memo[key] = self._fit(measured)
         return self._memo[key]
@@ -311,7 +343,8 @@ class AdaptiveChooser:
         differ were the model trusted, and it was held out at fewer shapes than trust needs."""
         return fitted.trust_decides and not enough_held_out(len(fitted.fit.loo))
 
-    def _worst_held_out(self, fitted: _Fitted, counts: dict[str, int]) -> PlannedPoint | None:
+    def _worst_held_out(self, fitted: _Fitted, counts: dict[str, int],
+                        used: set[str] | None = None) -> PlannedPoint | None:
         """Where the pick turns on a model its held-out error failed: the shape it predicts worst
         held out, measured once more than the passes (as `--refine` does: a shape measured at a slow
         or fast moment of a shared host moves to its median); None otherwise."""
@@ -326,10 +359,11 @@ class AdaptiveChooser:
         point = self._by_shape(worst.vcpus, worst.ram_gib, worst.disk_class)
         if point is None or counts.get(point.key, 0) > self.terms.passes:
             return None
-        return _next_pass(point, counts)
+        return _next_pass(point, used or set())
 
     # ------------------------------------------------------------------ choosing
-    def _choose(self, fitted: _Fitted, measured: Sequence[tuple[str, Point]], counts: dict[str, int]) -> Step:
+    def _choose(self, fitted: _Fitted, measured: Sequence[tuple[str, Point]], counts: dict[str, int],
+                used: set[str]) -> Step:
         levels = self._knee_levels(fitted, counts)
         if levels:
             return Step(levels[0], f"inside the knee's range ({_knee_words(fitted.answer)})", fitted.answer)
@@ -338,7 +372,7 @@ class AdaptiveChooser:
             if point is not None:
                 return Step(point, f"{option.instance.instance_type} with {option.disk_class} meets the tolerance only "
                                    "at the optimistic end of its range", fitted.answer)
-        point = self._worst_held_out(fitted, counts)
+        point = self._worst_held_out(fitted, counts, used)
         if point is not None:
             return Step(point, "the shape the model predicts worst held out, measured again", fitted.answer)
         if self._short_of_evidence(fitted) or self._trust_pending(fitted):
@@ -467,9 +501,13 @@ def _before_last_shape(measured: Sequence[tuple[str, Any]]) -> Sequence[tuple[st
     return measured[:end]
 
 
-def _next_pass(point: PlannedPoint, counts: dict[str, int]) -> PlannedPoint:
-    """The shape's next measurement: its first pass where it has none, else one pass more."""
-    return dataclasses.replace(point, pass_no=counts.get(point.key, 0) + 1)
+def _next_pass(point: PlannedPoint, used: set[str]) -> PlannedPoint:
+    """The shape's next measurement: the first of its passes whose key is neither stored nor in
+    flight (a pass cut short by a kill leaves its number free)."""
+    pass_no = 1
+    while dataclasses.replace(point, pass_no=pass_no).key in used:
+        pass_no += 1
+    return dataclasses.replace(point, pass_no=pass_no)
 
 
 def _undecided(rec: Recommendation) -> list[Option]:
