@@ -8,13 +8,13 @@ nothing: each time it chooses a shape, the shape's stored measurement stands in 
   knee with its range at --confidence.
 - The stored replay: a chosen shape reads its stored passes in the order they were measured.
 - Noisy replays (--replays, seeded): each measurement of a chosen shape reads one of its stored
-  passes drawn at random, one not drawn yet in that replay while there is one.
-- The adaptive strategy measures each shape it takes as often as the grid measured most of its
-  shapes (its passes, column P): where the grid has exactly that many of a shape, a replay reads
-  them all, and the noise left is in the shapes refined beyond it.
+  passes drawn at random, one not read yet in that replay.
+- The strategy measures as a sweep without --passes does: each shape once, and again where its
+  windows spread or the pick turns on it (--passes N: each shape N times). A shape asked for more
+  often than the grid measured it (its passes: column P) has nothing more to read: the measurement
+  counts against the budget and reads as failed. Nothing is made up.
 - The grid under the same noise: every shape of the grid read once, drawn the same way: how often
   the grid itself, measured once, gives its own answer.
-
 - Slots (--slots, default 1 and 4): a replay of K slots measures up to K of the entry's points at
   once, as `sizer sweep --strategy adaptive --parallel K` does (the start's shapes and the passes of
   a shape taken side by side; a choice that depends on measurements waits for them), each taking a
@@ -39,13 +39,14 @@ repository's examples/*/sizer.sqlite and lab/replicates/*/*.sqlite.
 store's for the same workload entry (lab/gpu/adaptive_live.sh).
 
 Usage: .venv/bin/python lab/benchmarks/adaptive_replay.py [STORE...] [--replays N] [--share F] [--need N]
-       [--confidence C] [--slots K[,K...]] [--workers N] [--json]
+       [--confidence C] [--slots K[,K...]] [--passes N] [--workers N] [--json]
        .venv/bin/python lab/benchmarks/adaptive_replay.py --compare LIVE STORE [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import random
@@ -74,6 +75,7 @@ from sizer.shapes import InstanceShape, PlannedPoint, shape_key  # noqa: E402
 from sizer.sizing import SizingTerms, size, sweep_host_speeds  # noqa: E402
 from sizer.store import Store  # noqa: E402
 from sizer.sweep.adaptive import AdaptiveChooser, AdaptiveTerms, Answer, answer_of  # noqa: E402
+from sizer.sweep.strategy import DEFAULT_PASSES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 34
@@ -184,7 +186,8 @@ def _short(path: Path) -> str:
 _TABLES: dict[str, Any] = {}
 
 
-def _terms(entry: Entry, max_points: int | None, confidence: float = 0.9, passes: int = 2) -> AdaptiveTerms:
+def _terms(entry: Entry, max_points: int | None, confidence: float = 0.9,
+           passes: int | None = DEFAULT_PASSES) -> AdaptiveTerms:
     """As the sweep would judge the entry: its GPU's catalog rows and its host's speed over the sweep."""
     if "disks" not in _TABLES:  # one table per process: the fit cache knows it by identity
         _TABLES["disks"] = load_disk_classes()
@@ -227,15 +230,15 @@ def replay(entry: Entry, chooser: AdaptiveChooser, rng: random.Random | None,
 
 
 def _draw(entry: Entry, point: PlannedPoint, drawn: dict[str, list[int]], rng: random.Random | None) -> Point:
-    """The stored measurement a chosen point reads: its pass in stored order, or one drawn at random
-    (one not drawn yet in this replay while there is one)."""
+    """The stored measurement a chosen point reads: the shape's next stored pass in stored order, or
+    one drawn at random of those not read yet in this replay; where every stored pass has been read, a
+    failed measurement (the grid has nothing more to tell)."""
     base = shape_key(point.key)
     stored = entry.passes[base]
-    if rng is None:
-        index = (point.pass_no - 1) % len(stored)
-    else:
-        left = [i for i in range(len(stored)) if i not in drawn.get(base, [])] or list(range(len(stored)))
-        index = rng.choice(left)
+    left = [i for i in range(len(stored)) if i not in drawn.get(base, [])]
+    if not left:  # the grid measured it no more often: nothing to read, and nothing made up
+        return dataclasses.replace(stored[0][1], status="error", throughput=0.0, spread=0.0)
+    index = left[0] if rng is None else rng.choice(left)
     drawn.setdefault(base, []).append(index)
     return stored[index][1]
 
@@ -258,6 +261,7 @@ class Job:
     share: float
     confidence: float
     slots: int = 1
+    passes: int | None = DEFAULT_PASSES  # the sweep's (--passes); None: one, a second where asked
 
     @property
     def budget(self) -> int:
@@ -268,7 +272,7 @@ def run_job(job: Job) -> dict[str, Any]:
     """One job's replays: per replay (its answer's pick and knee against the grid's, its points, why
     it stopped, its pick in words), and per grid draw (pick, knee)."""
     entry = job.entry
-    terms = _terms(entry, job.budget, job.confidence, entry.grid_passes)
+    terms = _terms(entry, job.budget, job.confidence, job.passes)
     grid = grid_answer(entry, terms)
     if grid is None:
         return {"error": "the grid cannot be fitted"}
@@ -382,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--need", type=int, default=95, help="replays in 100 that must reach the grid's pick")
     parser.add_argument("--confidence", type=float, default=0.9)
     parser.add_argument("--slots", default="1,4", help="replay with K slots (points in flight at once), e.g. 1,4")
+    parser.add_argument("--passes", type=int, default=None,
+                        help="each shape's measurements, as `sizer sweep --passes` (default: once, again where asked)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--compare", type=Path, metavar="LIVE",
@@ -394,8 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         slot_counts = [int(k) for k in args.slots.split(",")]
         with tempfile.TemporaryDirectory() as tmp:
             entries = [e for path in (args.stores or default_stores()) for e in load_entries(path, Path(tmp))]
-        tables = {k: run_all(entries, args.replays, args.share, args.confidence, args.workers, slots=k)
-                  for k in slot_counts}
+        tables = {k: run_all(entries, args.replays, args.share, args.confidence, args.workers, slots=k,
+                             passes=args.passes) for k in slot_counts}
     except (SizerError, ValueError) as exc:
         print(f"adaptive_replay: error: {exc}", file=sys.stderr)
         return 2
@@ -451,11 +457,11 @@ def compare_live(live: Path, grids: list[Path], confidence: float, as_json: bool
 
 
 def run_all(entries: list[Entry], replays: int, share: float, confidence: float, workers: int,
-            chunk: int = 25, cache: bool = True, slots: int = 1) -> list[dict[str, Any]]:
+            chunk: int = 25, cache: bool = True, slots: int = 1, passes: int | None = DEFAULT_PASSES) -> list[dict[str, Any]]:
     """Every entry's row at `slots` slots, its replays in chunks spread over `workers` processes
     (`cache`: each process fits a group of points once, `cache_fits`)."""
     t0 = time.monotonic()
-    jobs = [Job(e, first, min(first + chunk, replays), share, confidence, slots)
+    jobs = [Job(e, first, min(first + chunk, replays), share, confidence, slots, passes)
             for e in entries for first in range(0, max(replays, 1), chunk)]
     if workers <= 1:
         if cache:

@@ -192,8 +192,10 @@ def adaptive_line(outline: dict[str, Any]) -> str:
                      for e in outline["entries"])
     cap = f"--max-points {outline['max_points']}" if outline["max_points"] else "no --max-points"
     passes = outline["passes"]
-    return (f"adaptive: measures the grid above one shape at a time where the answer can still change, each "
-            f"{passes} time{'s' if passes > 1 else ''}, and stops when it cannot ({cap}; {each}): "
+    each_shape = ("each once, again where its windows spread or the pick turns on it" if passes is None
+                  else f"each {passes} time{'s' if passes > 1 else ''}")
+    return (f"adaptive: measures the grid above one shape at a time where the answer can still change, "
+            f"{each_shape}, and stops when it cannot ({cap}; {each}): "
             f"[bold]{outline['at_most']}[/] at most, measuring only")
 
 
@@ -316,7 +318,8 @@ Passes = Annotated[Optional[int], typer.Option(
          "its reverse, later ones shuffled anew); the model and the report take each shape's median. For "
          "hosts whose speed drifts over minutes (shared VMs). Default on a GPU: 2 and --refine 3 on a virtual "
          "machine or where the start calibration spreads by more than 10%, else 1; without a GPU: 1. With "
-         "--strategy adaptive: the measurements of each shape it takes (default 2).")]
+         "--strategy adaptive: the measurements of each shape it takes (default: once, and again where its windows "
+         "spread or the pick turns on it).")]
 GpuCounts = Annotated[Optional[str], typer.Option(
     "--gpus",
     help="GPU counts of the shapes, e.g. 1,2,4 (default 1): training runs data-parallel, inference and "
@@ -348,10 +351,11 @@ Interference = Annotated[Optional[int], typer.Option(
          "report gives parallel against alone per shape, median and largest. Default 2; 0: off.")]
 Strategy = Annotated[str, typer.Option(
     "--strategy",
-    help="grid: measure every shape of the grid. adaptive: per workload, start from a few shapes (the GPU "
-         "ceiling, the largest and smallest vCPU counts on the fastest and slowest disk), then take one "
-         "shape at a time where the recommendation or the knee can still change, each measured --passes "
-         "times (default 2), and stop when they hold at both ends of the ranges (docs/design.md, "
+    help="grid: measure every shape of the grid. adaptive: per workload, start from the GPU ceiling and the "
+         "largest and smallest vCPU counts on the fastest disk at the largest RAM, then take one shape at a time "
+         "where the recommendation or the knee can still change (other disk classes and RAM levels only where "
+         "they decide the pick), each once and again where its windows spread or the pick turns on it "
+         "(--passes N: N times each), and stop when they hold at both ends of the ranges (docs/design.md, "
          "\"Adaptive sweeps\").")]
 SkipUnavailable = Annotated[bool, typer.Option(
     "--skip-unavailable",
