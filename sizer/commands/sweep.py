@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from sizer.command_job import DEFAULT_NAME, CommandJob, command_options_problem, define_command_job
@@ -188,7 +189,7 @@ def plan_lines(plan: dict[str, Any], adaptive: bool = False) -> list[str]:
 
 def adaptive_line(outline: dict[str, Any]) -> str:
     """An adaptive sweep's dry run: the table is the grid it chooses from, and this is what it may take."""
-    each = "; ".join(f"{e['workload']}: at most {e['at_most']} measurements of {e['grid_shapes']} shapes"
+    each = "; ".join(f"{escape(e['workload'])}: at most {e['at_most']} measurements of {e['grid_shapes']} shapes"
                      for e in outline["entries"])
     cap = f"--max-points {outline['max_points']}" if outline["max_points"] else "no --max-points"
     passes = outline["passes"]
@@ -196,7 +197,8 @@ def adaptive_line(outline: dict[str, Any]) -> str:
                   else f"each {passes} time{'s' if passes > 1 else ''}")
     return (f"adaptive: measures the grid above one shape at a time where the answer can still change, "
             f"{each_shape}, and stops when it cannot ({cap}; {each}): "
-            f"[bold]{outline['at_most']}[/] at most, measuring only")
+            f"[bold]{outline['at_most']}[/] at most, measuring only"
+            + (f"; {outline['slots']} slots at once: [bold]{outline['at_most_in_slots']}[/]" if outline.get("slots") else ""))
 
 
 def render_dry_run(data: dict[str, Any]) -> None:
@@ -355,8 +357,9 @@ Strategy = Annotated[str, typer.Option(
          "largest and smallest vCPU counts on the fastest disk at the largest RAM, then take one shape at a time "
          "where the recommendation or the knee can still change (other disk classes and RAM levels only where "
          "they decide the pick), each once and again where its windows spread or the pick turns on it "
-         "(--passes N: N times each), and stop when they hold at both ends of the ranges (docs/design.md, "
-         "\"Adaptive sweeps\").")]
+         "(--passes N: N times each), and stop when they hold at both ends of the ranges. With --parallel K, "
+         "each free slot takes the next point of the entry with the fewest measurements, so K searches' points "
+         "run at once (docs/design.md, \"Adaptive sweeps\").")]
 SkipUnavailable = Annotated[bool, typer.Option(
     "--skip-unavailable",
     help="Leave out a workload whose Python modules (in its own interpreter) or whose dataset's are missing, "
@@ -442,6 +445,8 @@ def sweep(
       sizer sweep --workloads resnet50-train --vcpus 4,8 --ram 32G --disks local-nvme,standard --parallel 2
 
       sizer sweep --workloads resnet50-train --strategy adaptive --max-points 12 --max-time 9m
+
+      sizer sweep --workloads resnet50-train,resnet50-infer,ptb-lstm-train --strategy adaptive --parallel 4
 
       sizer sweep --command 'python train.py --workers {workers}' --name my-train --vcpus 4,8,16 --ram 32G
       --disks local-nvme,standard --data /data/imagenet

@@ -17,7 +17,7 @@ from sizer.sweep.adaptive_run import measure_adaptively
 from sizer.sweep.data import prepare_datasets
 from sizer.sweep.dependencies import LEFT_OUT_KEY, DependencyCheck
 from sizer.sweep.measure import measure_point
-from sizer.sweep.outputs import count_statuses, dry_run_summary
+from sizer.sweep.outputs import about_minutes, count_statuses, dry_run_summary
 from sizer.sweep.parallel import ParallelRunner, parallel_summary, plan_parallel
 from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan, load_workload_classes, plan_sweep
 from sizer.sweep.signals import stop_on_signals
@@ -53,6 +53,10 @@ def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
         if parallel is not None:
             planned["parallel"] = parallel.outline()
             planned["notes"] = [*planned["notes"], *parallel.notes]
+            if planned.get("adaptive"):  # its searches share the slots: the most they take, spread over them
+                slots = len(parallel.slots)
+                planned["adaptive"].update(slots=slots, at_most_in_slots=about_minutes(
+                    planned["adaptive"]["at_most_seconds"] / slots))
         return planned
     summary: dict[str, Any] = {"profile": plan.profile, "points": [], "notes": plan.notes, "left_out": plan.left_out}
     started = time.monotonic()
@@ -63,7 +67,8 @@ def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
         with Store(plan.store) as store:
             sweep = SweepRun(plan, opts, store, summary, started, on_point, progress)
             if parallel is not None:
-                sweep.measure_many = ParallelRunner(sweep, parallel).run
+                runner = ParallelRunner(sweep, parallel)
+                sweep.measure_many, sweep.feed_many = runner.run, runner.run_fed
             sweep.open(host)
             sweep.prepare()
             sweep.keep(LEFT_OUT_KEY, plan.left_out or None)  # the report names each workload left out

@@ -34,7 +34,7 @@ from sizer.sweep.placement import Place, Slot, check_slots_fit, plan_slots, read
 from sizer.sweep.plan import SweepOptions, SweepPlan
 from sizer.sweep.signals import STOP, check_stop
 from sizer.sweep.slot_copies import DatasetCopy, check_copy_space, make_copies, plan_copies, reads, slot_kinds
-from sizer.sweep.state import SweepRun
+from sizer.sweep.state import PointFeed, SweepRun
 from sizer.units import GIB, format_bytes
 
 # Serial until a multi-GPU host has measured what points beside each other cost
@@ -62,13 +62,15 @@ def alone_key(key: str) -> str:
 # ---------------------------------------------------------------- the plan: slots, copies, checks
 @dataclass
 class ParallelSetup:
-    """A parallel sweep's slots, its dataset copies and the planned points also measured alone."""
+    """A parallel sweep's slots, its dataset copies and the planned points also measured alone (or,
+    where points are fed as slots free up, how many of the first started)."""
     slots: list[Slot]
     copies: list[DatasetCopy]
     checks: list[str]
     notes: list[str] = field(default_factory=list)
     copy_seconds: float = 0.0  # spent making the copies in this run
     copy_bytes: int = 0  # written by the copies made in this run
+    checks_as_started: int = 0  # fed points (an adaptive sweep's): the first this many started are checked
     estimated_seconds: float = 0.0  # the whole sweep's, as `estimate_s` gives it
 
     def estimate_s(self, plan: SweepPlan, calibrate: bool) -> float:
@@ -114,12 +116,15 @@ def plan_parallel(plan: SweepPlan, opts: SweepOptions) -> ParallelSetup | None:
     copies = plan_copies(plan, slots)
     check_copy_space(plan, copies, count)
     wanted = DEFAULT_INTERFERENCE if opts.interference is None else opts.interference
-    setup = ParallelSetup(slots, copies, choose_checks(plan.points, wanted))
+    if opts.strategy == "adaptive":  # its points are chosen as it goes: the first ones started are checked
+        setup = ParallelSetup(slots, copies, [], checks_as_started=wanted)
+    else:
+        setup = ParallelSetup(slots, copies, choose_checks(plan.points, wanted))
     copy_bytes = sum(c.missing_bytes for c in copies)
     setup.estimated_seconds = setup.estimate_s(plan, opts.calibrate)
+    checked = len(setup.checks) or setup.checks_as_started
     setup.notes.append(f"--parallel {count}: " + "; ".join(slot.describe() for slot in slots) + "; the whole sweep "
-                       f"{about_minutes(setup.estimated_seconds)}, {len(setup.checks)} shape(s) measured "
-                       "alone as well (--interference)")
+                       f"{about_minutes(setup.estimated_seconds)}, {checked} shape(s) measured alone as well (--interference)")
     if copies:
         which = ", ".join(f"{c.kind} to slot {c.slot}" for c in copies)
         setup.notes.append(f"dataset copies for the slots that read them ({which}; made once, then reused): "
@@ -182,6 +187,7 @@ class ParallelRunner:
         self.alone_due: list[tuple[PlannedPoint, Slot]] = []
         self.places: dict[int, Place] = {}
         self.checks = set(setup.checks)
+        self.held: PlannedPoint | None = None  # a fed point waiting for a slot that can take it
 
     def run(self, points: list[PlannedPoint]) -> None:
         """Measure and commit every point not stored yet: each one-GPU point in the first free slot,
@@ -198,6 +204,60 @@ class ParallelRunner:
             except BaseException:
                 STOP.set()  # every point in flight ends now, removing its group, before the pool closes
                 raise
+
+    def run_fed(self, feed: PointFeed) -> None:
+        """Measure and commit the points `feed` gives as slots free up (an adaptive sweep's: each
+        point may depend on the ones before it), each one-GPU point in a free slot holding its
+        dataset, until the feed has none and nothing is in flight."""
+        self.sweep.bar.slots = len(self.setup.slots)
+        self._prepare_places(feed.candidates())
+        self._resume_checks()
+        with ThreadPoolExecutor(len(self.setup.slots), thread_name_prefix="sizer-slot") as pool:
+            try:
+                while True:
+                    self._dispatch_fed(pool, feed)
+                    if not self.flying and not self.alone_due:
+                        return
+                    self._collect()
+            except BaseException:
+                STOP.set()  # every point in flight ends now, removing its group, before the pool closes
+                raise
+
+    def _dispatch_fed(self, pool: ThreadPoolExecutor, feed: PointFeed) -> None:
+        """Start what may start now: an alone measurement or a due entry of the host's speed once
+        nothing runs, else a point of the feed in each free slot holding its dataset; a point no free
+        slot can take waits in `held`, before the feed is asked again."""
+        sweep = self.sweep
+        while True:
+            check_stop()
+            if self.alone_due:
+                if self.flying:
+                    return
+                self._measure_alone(*self.alone_due.pop(0))
+                continue
+            if not self.free or (sweep.host_speed.due() and self.flying):
+                return
+            point = self.held or feed.next([f.point for f in self.flying.values()])
+            self.held = None
+            if point is None:
+                return
+            if point.shape.gpus > 1:
+                if self.flying:
+                    self.held = point
+                    return
+                sweep.visit(point)
+                continue
+            kind = reads(sweep.plan, point)
+            slot = next((s for s in self.free if not kind or kind in self.places[s.index].datasets), None)
+            if slot is None:
+                self.held = point
+                return
+            if not sweep.begin(point):
+                continue  # stored, or the slice has no time left (the feed sees `sweep.left`)
+            if len(self.checks) < self.setup.checks_as_started and not point.ceiling:
+                self.checks.add(point.key)
+            self.free.remove(slot)
+            self._start(pool, point, slot)
 
     def _prepare_places(self, points: list[PlannedPoint]) -> None:
         """Each slot's CPUs, GPU and datasets: the copies `points` (those not stored yet) will read,
@@ -227,9 +287,13 @@ class ParallelRunner:
             p for p in points if p.shape.gpus > 1]
 
     def _resume_checks(self) -> None:
-        """Checks whose parallel measurement a sweep cut short stored without its one alone."""
+        """Checks whose parallel measurement a sweep cut short stored without its one alone (a fed
+        sweep's checks are the stored points marked as such)."""
         by_key = {p.key: p for p in self.sweep.plan.points}
-        for key in self.setup.checks:
+        if self.setup.checks_as_started:
+            self.checks |= {key for key, row in self.sweep.stored.items() if "#alone" not in key
+                            and json.loads(row["result"]).get("extra", {}).get("interference_check")}
+        for key in sorted(self.checks):
             row = self.sweep.stored.get(key)
             if row is None or alone_key(key) in self.sweep.done or row["status"] not in USABLE_STATUSES:
                 continue

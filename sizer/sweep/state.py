@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, Sequence
 
 from sizer.errors import SizerError
 from sizer.points import USABLE_STATUSES
@@ -33,6 +33,21 @@ from sizer.sweep.timeline import HostSpeed, describe, start_spread
 OnPoint = Callable[[dict[str, Any]], None]
 # How a run measures a list of points besides one after another (`--parallel`: side by side).
 MeasureMany = Callable[[list[PlannedPoint]], None]
+
+
+class PointFeed(Protocol):
+    """Points given one at a time as they are wanted (an adaptive sweep's: each may depend on the
+    measurements before it): `next` is asked whenever a slot is free, with the points in flight;
+    None means none now (a later call, once one of those has ended, may give one). `candidates`:
+    every point it may give (the datasets and slot copies they read are made ready for them)."""
+
+    def next(self, in_flight: Sequence[PlannedPoint]) -> PlannedPoint | None: ...
+
+    def candidates(self) -> list[PlannedPoint]: ...
+
+
+# How a run measures the points of a feed besides one after another (`--parallel`: side by side).
+FeedMany = Callable[[PointFeed], None]
 
 
 # ---------------------------------------------------------------- the host
@@ -96,6 +111,7 @@ class SweepRun:
         self.host_speed = HostSpeed(plan, store, 0, time.time())  # the sweep's own once it is open
         self.finished = False  # the sweep was finished before this run
         self.measure_many: MeasureMany | None = None  # --parallel: points side by side (`sizer.sweep.parallel`)
+        self.feed_many: FeedMany | None = None  # --parallel: a feed's points side by side
 
     def open(self, host: dict[str, Any]) -> None:
         """Start the sweep, or with --resume take up the newest one of the same plan on this host."""
@@ -220,6 +236,14 @@ class SweepRun:
                 self.visit(point)
         else:
             self.measure_many(points)
+
+    def measure_fed(self, feed: PointFeed) -> None:
+        """The points `feed` gives, each in turn, or with --parallel side by side as slots free up."""
+        if self.feed_many is not None:
+            self.feed_many(feed)
+            return
+        while (point := feed.next([])) is not None:
+            self.visit(point)
 
     def refine(self) -> None:
         """`--refine`: measure once more the shapes chosen from the passes' measurements alone, so a

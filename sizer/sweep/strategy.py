@@ -18,7 +18,7 @@ STRATEGIES = ("grid", "adaptive")
 
 
 def check_strategy(strategy: str, max_points: int | None, passes: int | None, refine: int | None,
-                   gpus: list[int] | None, parallel: int | None, fleet: Any) -> None:
+                   gpus: list[int] | None, fleet: Any) -> None:
     """`--strategy` and `--max-points` and what an adaptive sweep cannot be combined with."""
     if strategy not in STRATEGIES:
         raise SizerError(f"--strategy wants one of {', '.join(STRATEGIES)}, got {strategy!r}")
@@ -35,8 +35,9 @@ def check_strategy(strategy: str, max_points: int | None, passes: int | None, re
                          "leave out --refine")
     if gpus and sorted(set(gpus)) != [1]:
         raise SizerError("--strategy adaptive sizes one GPU's shapes: leave out --gpus")
-    if parallel not in (None, 1) or fleet is not None:
-        raise SizerError("--strategy adaptive measures one point at a time: leave out --parallel and --ray")
+    if fleet is not None:
+        raise SizerError("--strategy adaptive chooses each point from the ones stored before it, on this host: "
+                         "leave out --ray (--parallel K measures K points at once here)")
 
 
 @dataclass
