@@ -135,7 +135,7 @@ def test_a_killed_parallel_adaptive_sweep_resumes_without_measuring_anything_twi
 def _search(label: str, points: int, step: SimpleNamespace) -> Search:
     """A search whose stored measurements are `points` and whose chooser answers `step`."""
     entry = SimpleNamespace(label=label, candidates=[SimpleNamespace(key=f"{label}/k{i}") for i in range(9)])
-    search = Search(entry, SimpleNamespace(step=lambda stored, in_flight: step, answer=lambda stored: None))
+    search = Search(SimpleNamespace(), entry, SimpleNamespace(step=lambda stored, in_flight: step, answer=lambda stored: None))
     search.stored = lambda: [(f"{label}/k{i}", None) for i in range(points)]  # type: ignore[method-assign]
     return search
 

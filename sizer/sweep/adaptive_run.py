@@ -56,7 +56,7 @@ def measure_adaptively(sweep: SweepRun) -> None:
     point to its measuring (`AdaptiveFeed`): one at a time, or with --parallel K in K slots at once."""
     entries = plan_entries(sweep.plan.points)
     terms = adaptive_terms(sweep.store, sweep.sweep_id, sweep.opts, sweep.plan.disk_table)
-    feed = AdaptiveFeed(sweep, [Search(e, AdaptiveChooser(e.candidates, terms)) for e in entries])
+    feed = AdaptiveFeed(sweep, [Search(sweep, e, AdaptiveChooser(e.candidates, terms)) for e in entries])
     most = sum(entry_most(e, terms.max_points, terms.passes) for e in entries)
     sweep.completed = sum(len(search.stored()) for search in feed.searches)
     sweep.bar.grow(max(most, sweep.completed) - sweep.bar.total)
@@ -66,19 +66,17 @@ def measure_adaptively(sweep: SweepRun) -> None:
 
 
 class Search:
-    """One entry's search: its chooser, and its last step once it stopped."""
+    """One entry's search in a sweep: its chooser, and its last step once it stopped."""
 
-    def __init__(self, entry: Entry, chooser: AdaptiveChooser):
-        self.entry, self.chooser = entry, chooser
+    def __init__(self, sweep: SweepRun, entry: Entry, chooser: AdaptiveChooser):
+        self.sweep, self.entry, self.chooser = sweep, entry, chooser
         self.bases = {c.key for c in entry.candidates}
         self.last: Step | None = None
         self._stored: tuple[int, list[tuple[str, Point]]] = (-1, [])
-        self.sweep: SweepRun | None = None
 
     def stored(self) -> list[tuple[str, Point]]:
         """The entry's stored (key, point) pairs in the order they were stored (read again only once
         the sweep has stored more)."""
-        assert self.sweep is not None
         if self._stored[0] != len(self.sweep.done):
             self._stored = (len(self.sweep.done), stored_pairs(self.sweep, self.entry))
         return self._stored[1]
@@ -96,8 +94,6 @@ class AdaptiveFeed:
 
     def __init__(self, sweep: SweepRun, searches: list[Search]):
         self.sweep, self.searches = sweep, searches
-        for search in searches:
-            search.sweep = sweep
         self.record: dict[str, Any] = {}
 
     def candidates(self) -> list[PlannedPoint]:
