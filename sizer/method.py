@@ -92,17 +92,27 @@ def _with_figure(result: Result, from_method: int, **changes) -> Result:
 
 
 def _status(result: Result, spread: float, settings: SweepSettings) -> str:
-    return NOISY if stats.is_noisy(spread, bool((result.extra or {}).get("window_short"))) else OK
+    return NOISY if stats.is_noisy(spread) else OK
 
 
 def current_status(status: str, spread: float, result: Result) -> str:
     """A stored point's status under this sizer's noisy rule (`stats.is_noisy`), judged from its
-    stored spread, so a store measured under an older threshold reads by this one. A point without
-    a figure keeps its status; one stored as measured with a rate of 0 is an error (it measured
-    nothing)."""
+    stored spread, so a store measured under an older rule reads by this one (a short window made
+    a point noisy once: now it is a mark, `current_marks`). A point without a figure keeps its
+    status; one stored as measured with a rate of 0 is an error (it measured nothing)."""
     if status in USABLE and not result.throughput > 0:
         return ERROR
     return _status(result, spread, SweepSettings()) if status in USABLE else status
+
+
+def current_marks(result: Result) -> tuple[str, ...]:
+    """What else marks a point besides its status (`stats.marks`: a short window, a busy host), from
+    what it stored; nothing for a point without a figure."""
+    if result.status not in USABLE:
+        return ()
+    steal = (result.counters or {}).get("steal_share")
+    return tuple(stats.marks(str((result.extra or {}).get("window_short") or ""),
+                             float(steal) if isinstance(steal, (int, float)) else None))
 
 
 def to_whole_window(result: Result, settings: SweepSettings) -> Result | None:

@@ -116,6 +116,7 @@ class Point:
     parallel: ParallelMark | None = None  # measured beside other points (`sizer sweep --parallel`)
     interference_check: str = ""  # the key of the shape it checks, measured both beside others and alone
     real_instance: bool = False  # measured on the whole real instance (`sizer.fleet`), not emulated
+    marks: tuple[str, ...] = ()  # what else marks its figure, in words (a short window, a busy host)
     # ---- from combining passes, and from --cpu-cost
     pass_rates: tuple[float, ...] = ()  # every usable measurement of the shape, where more than one
     pass_spread: float | None = None  # their range over their median

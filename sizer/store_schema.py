@@ -17,7 +17,7 @@ import zlib
 from array import array
 from typing import Any, Callable, Sequence
 
-from sizer.method import SweepSettings, bring_to_current, current_status, stored_method
+from sizer.method import SweepSettings, bring_to_current, current_marks, current_status, stored_method
 from sizer.points import ParallelMark, Point
 from workloads.protocol import Result
 
@@ -263,6 +263,7 @@ def point_from_result(row: Any, result: Result) -> Point:
         job=_colocation(extra, "job"),
         partner=_colocation(extra, "partner"),
         share_of=_colocation(extra, "share_of"),
+        marks=current_marks(result),
     )
 
 

@@ -14,16 +14,7 @@ from sizer.interference import parallel_context
 from sizer.points import ParallelMark, Point
 from sizer.shapes import HostCpus, InstanceShape, PlannedPoint
 from sizer.sweep.data import Dataset, dataset_dir
-from sizer.sweep.parallel import (
-    alone_key,
-    choose_checks,
-    copy_is_current,
-    copy_space_problem,
-    copy_target,
-    default_parallel,
-    ensure_copy,
-    slot_datasets,
-)
+from sizer.sweep.parallel import alone_key, choose_checks, default_parallel
 from sizer.sweep.placement import (
     Gpu,
     Topology,
@@ -33,6 +24,15 @@ from sizer.sweep.placement import (
     plan_slots,
     read_topology,
     sysfs_bus_id,
+)
+from sizer.sweep.slot_copies import (
+    copy_is_current,
+    copy_space_problem,
+    copy_target,
+    copy_to_many,
+    ensure_copy,
+    make_copies,
+    slot_kinds,
 )
 
 
@@ -177,18 +177,54 @@ def test_each_extra_slot_reads_a_copy_of_its_own_and_slot_zero_the_dataset(tmp_p
     (source / "manifest.json").write_text("{}")
     notes: list[str] = []
     datasets = {"imagenet": Dataset("imagenet", source, {"path": str(source)})}
-    assert slot_datasets(datasets, 0, data, notes.append)["imagenet"].path == source
-    copy = slot_datasets(datasets, 1, data, notes.append)["imagenet"]
+    places, cost = make_copies(datasets, {0: ("imagenet",), 1: ("imagenet",)}, data, notes.append)
+    assert places[0]["imagenet"].path == source
+    copy = places[1]["imagenet"]
     assert copy.path == tmp_path / "data.slot-1" / "imagenet" == copy_target(data, "imagenet", 1)
     assert not copy.path.is_relative_to(data)  # the data folder is the `files` dataset: no copy in it
     original, copied = source / "train" / "a.jpg", copy.path / "train" / "a.jpg"
     assert copied.read_bytes() == original.read_bytes()
     assert os.stat(copied).st_ino != os.stat(original).st_ino  # a file of its own: pages of its own
-    assert len(notes) == 1 and "copying the imagenet dataset" in notes[0]
+    assert cost.bytes == 5002 and cost.copies == (("imagenet", 1),) and cost.seconds >= 0
+    assert "copying" in notes[0] and notes[1].startswith("dataset copies: imagenet to slot 1: ")  # and its cost
     assert not ensure_copy(source, copy.path)  # current: made once, then reused
+    assert make_copies(datasets, {0: ("imagenet",), 1: ("imagenet",)}, data, notes.append)[1].bytes == 0
     (source / "train" / "b.jpg").write_bytes(b"y" * 10)
     assert not copy_is_current(source, copy.path)
     assert ensure_copy(source, copy.path) and (copy.path / "train" / "b.jpg").exists()
+
+
+def test_one_read_of_the_source_makes_every_slots_copy_whole(tmp_path):
+    source = tmp_path / "src"
+    (source / "a" / "b").mkdir(parents=True)
+    (source / "a" / "b" / "big.mdb").write_bytes(os.urandom(3 * (8 << 20) + 5))  # more than one chunk
+    (source / "small").write_bytes(b"s")
+    targets = [tmp_path / "copies" / str(i) for i in (1, 2, 3)]
+    assert copy_to_many(source, targets) == targets
+    for target in targets:
+        assert (target / "a" / "b" / "big.mdb").read_bytes() == (source / "a" / "b" / "big.mdb").read_bytes()
+        assert (target / "small").read_bytes() == b"s" and not target.with_name(target.name + ".partial").exists()
+    assert copy_to_many(source, targets) == []  # all current
+
+
+def test_a_slot_gets_a_copy_only_of_what_its_points_will_read():
+    from types import SimpleNamespace
+
+    classes = {"train": SimpleNamespace(dataset="imagenet"), "lstm": SimpleNamespace(dataset="ptb"),
+               "spin": SimpleNamespace(dataset="")}
+    plan = SimpleNamespace(classes=classes)
+    slots = [SimpleNamespace(index=i) for i in range(4)]
+
+    def point(workload: str, v: int, **kw) -> PlannedPoint:
+        return PlannedPoint(workload, "gpu", InstanceShape(v, 4, "ssd"), **kw)
+
+    points = [point("train", v) for v in (2, 4, 8, 16)] + [point("lstm", 2), point("train", 16, ceiling=True),
+                                                         point("spin", 2), point("spin", 4)]
+    wanted = slot_kinds(plan, points, slots)
+    # Four points read the images: every slot; one reads the corpus: slot 0, in place; none copies
+    # anything for the ceiling (its input is on the device) or the spinner (it reads nothing).
+    assert wanted == {0: ("imagenet", "ptb"), 1: ("imagenet",), 2: ("imagenet",), 3: ("imagenet",)}
+    assert slot_kinds(plan, points[4:], slots) == {0: ("ptb",), 1: (), 2: (), 3: ()}
 
 
 def test_the_copy_of_files_read_from_the_data_folder_lies_beside_it():

@@ -118,6 +118,7 @@ def test_two_slots_measure_side_by_side_on_disjoint_cpus_and_store_every_point(c
 
     copy = tmp_path / "data.slot-1" / "files"  # slot 1 read a copy of the files, slot 0 the files themselves
     assert (copy / "part.bin").read_bytes() == (data / "part.bin").read_bytes()
+    assert summary["parallel"]["copy_bytes"] == 8 * 2**20 and summary["parallel"]["copy_seconds"] >= 0  # said, timed
     measured = summary["parallel"]["measured"]
     assert len(measured["checks"]) == 1 and measured["median_difference"] == measured["max_difference"] is not None
     report = json.loads((tmp_path / "out" / "results.json").read_text())

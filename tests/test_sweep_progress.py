@@ -10,7 +10,7 @@ import pytest
 
 POINT_LINE = re.compile(
     r"^point (?P<index>\d+)/2 cpu-spin @ 1 vCPU / (?P<ram>\d+) GiB / local-nvme: (?P<status>ok|noisy), "
-    r"[\d,.]+ iterations/s \(spread [\d.]+%\) in \d+ s; elapsed \d+:\d\d, ETA \d+:\d\d$"
+    r"[\d,.]+ iterations/s \(spread [\d.]+%(?:; .+)?\) in \d+ s; elapsed \d+:\d\d, ETA \d+:\d\d$"
 )
 
 

@@ -140,7 +140,7 @@ def test_run_refuses_ram_below_a_shapes_minimum_in_a_unit_that_shows_it(cli, tmp
 
 @pytest.mark.parametrize("args, message", [
     (["recommend", "--gpu", "H100", "--job-samples", "inf"], "'--job-samples': must be a finite number"),
-    (["recommend", "--gpu", "H100", "--target-calibration", "nan"], "--target-calibration must be a fingerprint file or a rate > 0, got 'nan'"),
+    (["recommend", "--gpu", "H100", "--target-calibration", "nan"], "must be a fingerprint file or a rate > 0, got 'nan'"),
     (["report", "--out", "OUT", "--dataset-gib", "nan"], "'--dataset-gib': must be a finite number"),
     (["report", "--out", "OUT", "--tolerance", "nan"], "'--tolerance': must be a finite number"),
 ])

@@ -35,6 +35,7 @@ class CpuCalibrate(Workload):
     description = "One vCPU's JPEG decode + RandomResizedCrop(224) + flip rate on fixed generated images"
     dataset = ""
     stresses = "CPU (one vCPU)"
+    requires_modules = ("torch", "torchvision", "PIL", "numpy")
     _common = {"images": 48, "batch": 8, "image_size": 224, "seed": CALIBRATION_SEED, "warmup_steps": 2, "pin": True,
                "parallel": 1, "normalize": "device", "repeats": 1}
     defaults = {"gpu": dict(_common), "cpu-small": dict(_common)}

@@ -41,6 +41,8 @@ from workloads.measure import Meter
 from workloads.protocol import SYNTHETIC_INPUT, Result, Spec
 
 IMAGE_INPUTS = ("files", "lmdb", "rec", "tar")
+# What a PyTorch image workload's worker imports: the framework, its vision library, PIL, numpy.
+TORCH_IMAGE_MODULES = ("torch", "torchvision", "PIL", "numpy")
 INPUTS = IMAGE_INPUTS + (SYNTHETIC_INPUT,)
 DECODERS = ("cpu", "gpu")
 

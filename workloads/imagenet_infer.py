@@ -22,8 +22,9 @@ from typing import Any
 
 from workloads import distributed, stats
 from workloads.distributed import STREAMS, run_ranks
+from workloads.formats.readers import with_format_modules
 from workloads.gpu_memory_use import allocator_peaks
-from workloads.image_loader import INPUTS, Feed, image_feed, open_images, run_feed
+from workloads.image_loader import INPUTS, TORCH_IMAGE_MODULES, Feed, image_feed, open_images, run_feed
 from workloads.image_transforms import NORMALIZE, DeviceInput, eval_transform
 from workloads.kernel_split import record_split
 from workloads.loop import is_cuda, synthetic_batches
@@ -86,6 +87,13 @@ class ImagenetInfer(Workload):
     setting_types = {"workers": (int, type(None))}
     ranges = {"workers": NOT_NEGATIVE, "prefetch_factor": AT_LEAST_ONE, "read_threads": NOT_NEGATIVE,
               "warmup_steps": NOT_NEGATIVE, "image_size": Range(32), "resize": Range(32), "batch_size": AT_LEAST_ONE}
+
+    requires_modules = TORCH_IMAGE_MODULES
+
+    @classmethod
+    def modules_for(cls, profile: str, config: dict[str, Any]) -> tuple[str, ...]:
+        """torch, torchvision, PIL and numpy, and the reader of a packed `input` (lmdb)."""
+        return with_format_modules(cls.requires_modules, {**cls.defaults.get(profile, {}), **config}.get("input"))
 
     def prepare(self, spec: Spec) -> None:
         cfg = self.config_for(spec)

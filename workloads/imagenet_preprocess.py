@@ -32,7 +32,7 @@ from typing import Any, cast
 
 from workloads import distributed
 from workloads.distributed import STREAMS, run_ranks
-from workloads.formats.readers import open_image_dataset, read_ahead, read_file
+from workloads.formats.readers import open_image_dataset, read_ahead, read_file, with_format_modules
 from workloads.formats.writers import open_writer
 from workloads.measure import Meter, bottleneck_label
 from workloads.protocol import AT_LEAST_ONE, NOT_NEGATIVE, Range, Result, Spec, Workload, register
@@ -152,6 +152,7 @@ class ImagenetPreprocess(Workload):
     stresses = "disk, CPU"
     reads_once = True
     multi_gpu = STREAMS  # one independent job per GPU, each on its shard of the folder (workloads.distributed)
+    requires_modules = ("PIL",)
     choices = {"format": _SHARD_FORMATS}
     setting_types = {"processes": (int, type(None)), "max_images": (int, type(None))}
     # short_side 0 packs the JPEGs as they are; JPEG quality runs from 1 to 100.
@@ -163,6 +164,11 @@ class ImagenetPreprocess(Workload):
         "cpu-small": {"format": "lmdb", "split": "train", "short_side": 32, "quality": 90, "draft": True,
                       "processes": None, "read_threads": 4, "chunk": 16, "max_images": None, "keep_output": False},
     }
+
+    @classmethod
+    def modules_for(cls, profile: str, config: dict[str, Any]) -> tuple[str, ...]:
+        """PIL, and the writer of the output `format` (lmdb)."""
+        return with_format_modules(cls.requires_modules, {**cls.defaults.get(profile, {}), **config}.get("format"))
 
     def _folder(self, spec: Spec, cfg: dict[str, Any]):
         if not spec.data_dir:

@@ -23,9 +23,10 @@ from typing import Any
 from workloads import distributed
 from workloads.batch_buffers import RegisteredCopy, use_registered_buffers
 from workloads.distributed import DATA_PARALLEL, data_parallel, run_ranks
+from workloads.formats.readers import with_format_modules
 from workloads.gpu_augment import GpuAugment, collate_raw
 from workloads.gpu_memory_use import allocator_peaks
-from workloads.image_loader import DECODERS, INPUTS, Feed, ImageSamples, image_feed, open_images, run_feed
+from workloads.image_loader import DECODERS, INPUTS, TORCH_IMAGE_MODULES, Feed, ImageSamples, image_feed, open_images, run_feed
 from workloads.image_transforms import NORMALIZE, DeviceInput, train_transform
 from workloads.kernel_split import record_split
 from workloads.loop import is_cuda, synthetic_batches
@@ -113,6 +114,13 @@ class ImagenetTrain(Workload):
               "warmup_steps": NOT_NEGATIVE, "image_size": Range(32), "batch_size": AT_LEAST_ONE, "lr": NOT_NEGATIVE,
               "momentum": SHARE, "weight_decay": NOT_NEGATIVE}
     requires = {("decode", "gpu"): ("device", "cuda")}  # nvjpeg decodes on a CUDA device
+
+    requires_modules = TORCH_IMAGE_MODULES
+
+    @classmethod
+    def modules_for(cls, profile: str, config: dict[str, Any]) -> tuple[str, ...]:
+        """torch, torchvision, PIL and numpy, and the reader of a packed `input` (lmdb)."""
+        return with_format_modules(cls.requires_modules, {**cls.defaults.get(profile, {}), **config}.get("input"))
 
     def prepare(self, spec: Spec) -> None:
         cfg = self.config_for(spec)

@@ -469,7 +469,7 @@ class Meter:
         result.spread = spread
         result.window_rates = rates
         result.steps = self.steps
-        result.status = NOISY if stats.is_noisy(spread, self.window_short) else OK
+        result.status = NOISY if stats.is_noisy(spread) else OK
         if not throughput > 0:  # a window that counted nothing measured nothing: no figure, no spread
             result.throughput, result.spread, result.status = 0.0, 0.0, ERROR
             result.error = result.error or (f"the measured window counted no samples ({len(measured)} measured "

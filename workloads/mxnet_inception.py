@@ -90,6 +90,7 @@ class MxnetInceptionV3Train(Workload):
     name = "mxnet-inception-v3-train"
     framework = "mxnet"
     interpreter = "mxnet"
+    requires_modules = ("mxnet", "numpy")
     unit = "images/s"
     dataset = "imagenet"
     description = (

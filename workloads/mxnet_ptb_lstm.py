@@ -48,6 +48,7 @@ class MxnetPtbLstmTrain(Workload):
     name = "mxnet-ptb-lstm-train"
     framework = "mxnet"
     interpreter = "mxnet"
+    requires_modules = ("mxnet", "numpy")
     unit = "tokens/s"
     dataset = "ptb"
     description = "MXNet Gluon word-level LSTM language model on PTB, on the CPU (2 x 650; cpu-small: 2 x 200)"

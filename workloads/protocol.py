@@ -40,6 +40,9 @@ SYNTHETIC_INPUT = "synthetic"
 # A throughput unit: what is counted, per second ("images/s"; a user's command names its own).
 UNIT_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*/s")
 
+# The pip package of a module where the two names differ (`Workload.pip_package`).
+PIP_PACKAGES = {"PIL": "pillow", "cv2": "opencv-python", "yaml": "pyyaml", "sklearn": "scikit-learn"}
+
 
 @dataclass(frozen=True)
 class Range:
@@ -178,6 +181,12 @@ class Workload(abc.ABC):
     # Where the class comes from: "built-in", "plugin <distribution>" (the `sizer.workloads` entry
     # points) or "command" (a user's command, `sizer run --command`).
     origin: ClassVar[str] = "built-in"
+    # What the worker imports beyond the standard library and this package (top-level module names,
+    # in the workload's own interpreter): sizer checks them before any point (`modules_for` adds
+    # those a setting brings in), so a missing one stops the sweep before its first point.
+    requires_modules: ClassVar[tuple[str, ...]] = ()
+    # The pip package of a required module where its name differs (besides PIP_PACKAGES).
+    pip_packages: ClassVar[dict[str, str]] = {}
 
     def config_for(self, spec: Spec) -> dict[str, Any]:
         if spec.profile not in self.defaults:
@@ -191,6 +200,17 @@ class Workload(abc.ABC):
         """The config a point's spec carries to its worker: the point's own settings, which the
         worker lays over the defaults of the class it finds by name."""
         return dict(config)
+
+    @classmethod
+    def modules_for(cls, profile: str, config: dict[str, Any]) -> tuple[str, ...]:
+        """The modules a point of this profile and these settings imports: `requires_modules`, and
+        in a subclass whose settings choose a library (a packed format's), that one too."""
+        return cls.requires_modules
+
+    @classmethod
+    def pip_package(cls, module: str) -> str:
+        """What `pip install` takes to bring `module`."""
+        return cls.pip_packages.get(module) or PIP_PACKAGES.get(module, module)
 
     def prepare(self, spec: Spec) -> None:  # pragma: no cover - default does nothing
         return None

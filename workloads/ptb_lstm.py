@@ -65,6 +65,7 @@ class PtbLstmTrain(Workload):
     description = "Word-level LSTM language model on PTB (Zaremba et al.'s medium model; cpu-small: their small one)"
     dataset = "ptb"
     stresses = "GPU, little else"
+    requires_modules = ("torch",)
     choices = {"device": DEVICES, "precision": PRECISIONS}
     ranges = {"hidden": AT_LEAST_ONE, "layers": AT_LEAST_ONE, "dropout": Range(0, 1), "bptt": AT_LEAST_ONE,
               "batch_size": AT_LEAST_ONE, "init": NOT_NEGATIVE, "lr": NOT_NEGATIVE, "clip": POSITIVE,

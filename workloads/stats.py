@@ -27,10 +27,28 @@ def percentile(values: Sequence[float], q: float) -> float:
 NOISY_SPREAD = 0.20
 
 
-def is_noisy(spread: float, window_short: bool = False) -> bool:
-    """The `noisy` rule: sub-window rates more than NOISY_SPREAD apart, or a window shorter than the
-    meter wanted."""
-    return spread > NOISY_SPREAD or window_short
+# A window whose vCPUs the hypervisor kept from running this share of its time or more ran on a
+# busy host (counters `steal_share`): the figure is the host's moment as much as the shape's.
+BUSY_HOST_STEAL = 0.05
+
+
+def is_noisy(spread: float) -> bool:
+    """The `noisy` rule: sub-window rates more than NOISY_SPREAD apart. Nothing else: a point whose
+    windows agree is never noisy, whatever else marks it (`marks`)."""
+    return spread > NOISY_SPREAD
+
+
+def marks(window_short: str = "", steal_share: float | None = None) -> list[str]:
+    """What else marks a point's figure, each in words, beside its status: a window shorter than the
+    meter wanted (`window_short`, e.g. "34 of 80 steps measured": fewer loader rounds, as a
+    disk-throttled point's batches come slowly, yet their rate may agree to the percent), and a
+    busy host (the hypervisor took BUSY_HOST_STEAL or more of its vCPUs' time)."""
+    out = []
+    if window_short:
+        out.append(f"short window ({window_short})")
+    if steal_share is not None and steal_share >= BUSY_HOST_STEAL:
+        out.append(f"busy host (the hypervisor took {steal_share:.0%} of its vCPUs' time)")
+    return out
 
 
 def relative_spread(values: Sequence[float]) -> float:

@@ -8,12 +8,20 @@ nothing: each time it chooses a shape, the shape's stored measurement stands in 
   knee with its range at --confidence.
 - The stored replay: a chosen shape reads its stored passes in the order they were measured.
 - Noisy replays (--replays, seeded): each measurement of a chosen shape reads one of its stored
-  passes drawn at random, one not drawn yet in that replay while there is one.
-- The adaptive strategy measures each shape it takes as often as the grid measured most of its
-  shapes (its passes, column P): where the grid has exactly that many of a shape, a replay reads
-  them all, and the noise left is in the shapes refined beyond it.
+  passes drawn at random, one not read yet in that replay.
+- The strategy measures as a sweep without --passes does: each shape once, and again where its
+  windows spread or the pick turns on it (--passes N: each shape N times). A shape asked for more
+  often than the grid measured it (its passes: column P) has nothing more to read: the measurement
+  counts against the budget and reads as failed. Nothing is made up.
 - The grid under the same noise: every shape of the grid read once, drawn the same way: how often
   the grid itself, measured once, gives its own answer.
+- Slots (--slots, default 1 and 4): a replay of K slots measures up to K of the entry's points at
+  once, as `sizer sweep --strategy adaptive --parallel K` does (the start's shapes and the passes of
+  a shape taken side by side; a choice that depends on measurements waits for them), each taking a
+  drawn time, so they are stored in the order they end, not the order chosen.
+
+An entry without a usable point with real input (every point failed) has no grid to reach: it is
+named and skipped.
 
 A replay reaches the grid's pick when its instance and disk class are the grid's (none for none),
 and the grid's knee when its own knee lies in the grid's knee range (a knee not reached matches a
@@ -31,13 +39,14 @@ repository's examples/*/sizer.sqlite and lab/replicates/*/*.sqlite.
 store's for the same workload entry (lab/gpu/adaptive_live.sh).
 
 Usage: .venv/bin/python lab/benchmarks/adaptive_replay.py [STORE...] [--replays N] [--share F] [--need N]
-       [--confidence C] [--workers N] [--json]
+       [--confidence C] [--slots K[,K...]] [--passes N] [--workers N] [--json]
        .venv/bin/python lab/benchmarks/adaptive_replay.py --compare LIVE STORE [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import random
@@ -66,6 +75,7 @@ from sizer.shapes import InstanceShape, PlannedPoint, shape_key  # noqa: E402
 from sizer.sizing import SizingTerms, size, sweep_host_speeds  # noqa: E402
 from sizer.store import Store  # noqa: E402
 from sizer.sweep.adaptive import AdaptiveChooser, AdaptiveTerms, Answer, answer_of  # noqa: E402
+from sizer.sweep.strategy import DEFAULT_PASSES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 34
@@ -110,8 +120,12 @@ def _planned(key: str, point: Point) -> PlannedPoint:
     return planned
 
 
+SKIPPED: list[str] = []  # entries without a usable real-input point, named by `load_entries`
+
+
 def load_entries(path: Path, workdir: Path) -> list[Entry]:
-    """The workload entries of every sweep of a store (copied to `workdir` first)."""
+    """The workload entries of every sweep of a store (copied to `workdir` first); an entry none of
+    whose real-input points is usable is named in SKIPPED and left out."""
     copy = workdir / f"{len(list(workdir.iterdir()))}-{path.name}"
     shutil.copyfile(path, copy)
     entries: list[Entry] = []
@@ -143,6 +157,10 @@ def _sweep_entries(store: str, gpu: str, pairs: list[tuple[str, Point]],
     for (workload, config), members in sorted(by_entry.items()):
         own_ceiling = [(k, p) for k, p in ceilings if p.workload == workload]
         label = workload + "".join(f":{k}={v}" for k, v in config)
+        if not any(p.usable for _, p in members):
+            statuses = Counter(p.status for _, p in members)
+            SKIPPED.append(f"{store} {label}: no usable point ({', '.join(f'{n} {s}' for s, n in statuses.items())})")
+            continue
         entry = Entry(store, label, gpu, [], host_speeds=host_speeds)
         for key, point in members + own_ceiling:
             planned = _planned(key, point)
@@ -168,7 +186,8 @@ def _short(path: Path) -> str:
 _TABLES: dict[str, Any] = {}
 
 
-def _terms(entry: Entry, max_points: int | None, confidence: float = 0.9, passes: int = 2) -> AdaptiveTerms:
+def _terms(entry: Entry, max_points: int | None, confidence: float = 0.9,
+           passes: int | None = DEFAULT_PASSES) -> AdaptiveTerms:
     """As the sweep would judge the entry: its GPU's catalog rows and its host's speed over the sweep."""
     if "disks" not in _TABLES:  # one table per process: the fit cache knows it by identity
         _TABLES["disks"] = load_disk_classes()
@@ -184,23 +203,44 @@ def grid_answer(entry: Entry, terms: AdaptiveTerms, points: list[Point] | None =
     return None if fit is None else answer_of(size(combine_passes(points), fit, terms.sizing))
 
 
-def replay(entry: Entry, chooser: AdaptiveChooser, rng: random.Random | None) -> tuple[Answer | None, int, str]:
-    """One replay: (its answer, the points it measured, why it stopped). `rng` None: stored order."""
+def replay(entry: Entry, chooser: AdaptiveChooser, rng: random.Random | None,
+           slots: int = 1) -> tuple[Answer | None, int, str]:
+    """One replay: (its answer, the points it measured, why it stopped). `rng` None: stored order,
+    and with `slots` > 1 the points in flight end in the order they started; else each measurement
+    reads a drawn pass and takes a drawn time. Up to `slots` of the entry's points are in flight."""
     measured: list[tuple[str, Point]] = []
     drawn: dict[str, list[int]] = {}
+    flying: list[tuple[float, int, str, Point]] = []  # (ends at, order started, key, measurement)
+    clock, started = 0.0, 0
     while True:
-        step = chooser.step(measured)
-        if step.point is None:
+        step = None
+        while len(flying) < slots:
+            step = chooser.step(measured, [key for _, _, key, _ in flying])
+            if step.point is None:
+                break
+            flying.append((clock + (1.0 if rng is None else rng.uniform(0.5, 1.5)), started, step.point.key,
+                           _draw(entry, step.point, drawn, rng)))
+            started += 1
+        if not flying:
+            assert step is not None and not step.waiting
             return step.answer, len(measured), step.stopped
-        base = shape_key(step.point.key)
-        stored = entry.passes[base]
-        if rng is None:
-            index = (step.point.pass_no - 1) % len(stored)
-        else:
-            left = [i for i in range(len(stored)) if i not in drawn.get(base, [])] or list(range(len(stored)))
-            index = rng.choice(left)
-        drawn.setdefault(base, []).append(index)
-        measured.append((step.point.key, stored[index][1]))
+        flying.sort()
+        clock, _, key, point = flying.pop(0)
+        measured.append((key, point))
+
+
+def _draw(entry: Entry, point: PlannedPoint, drawn: dict[str, list[int]], rng: random.Random | None) -> Point:
+    """The stored measurement a chosen point reads: the shape's next stored pass in stored order, or
+    one drawn at random of those not read yet in this replay; where every stored pass has been read, a
+    failed measurement (the grid has nothing more to tell)."""
+    base = shape_key(point.key)
+    stored = entry.passes[base]
+    left = [i for i in range(len(stored)) if i not in drawn.get(base, [])]
+    if not left:  # the grid measured it no more often: nothing to read, and nothing made up
+        return dataclasses.replace(stored[0][1], status="error", throughput=0.0, spread=0.0)
+    index = left[0] if rng is None else rng.choice(left)
+    drawn.setdefault(base, []).append(index)
+    return stored[index][1]
 
 
 def reaches(answer: Answer | None, grid: Answer) -> tuple[bool, bool]:
@@ -220,6 +260,8 @@ class Job:
     last: int
     share: float
     confidence: float
+    slots: int = 1
+    passes: int | None = DEFAULT_PASSES  # the sweep's (--passes); None: one, a second where asked
 
     @property
     def budget(self) -> int:
@@ -230,19 +272,19 @@ def run_job(job: Job) -> dict[str, Any]:
     """One job's replays: per replay (its answer's pick and knee against the grid's, its points, why
     it stopped, its pick in words), and per grid draw (pick, knee)."""
     entry = job.entry
-    terms = _terms(entry, job.budget, job.confidence, entry.grid_passes)
+    terms = _terms(entry, job.budget, job.confidence, job.passes)
     grid = grid_answer(entry, terms)
     if grid is None:
         return {"error": "the grid cannot be fitted"}
     chooser = AdaptiveChooser(entry.candidates, terms)
     out: dict[str, Any] = {"grid": grid.as_dict(), "noisy": [], "grid_once": []}
     if job.first == 0:
-        answer, used, stopped = replay(entry, chooser, None)
+        answer, used, stopped = replay(entry, chooser, None, job.slots)
         pick, knee = reaches(answer, grid)
         out["stored"] = {"points": used, "share": used / entry.grid_points, "pick": pick, "knee": knee,
                          "stopped": stopped, "answer": None if answer is None else answer.as_dict()}
     for i in range(job.first, job.last):
-        answer, used, stopped = replay(entry, chooser, random.Random(_seed(entry, i)))
+        answer, used, stopped = replay(entry, chooser, random.Random(_seed(entry, i)), job.slots)
         out["noisy"].append((*reaches(answer, grid), used, stopped, _pick_text(answer)))
         rng = random.Random(_seed(entry, i))
         points = [rng.choice(pairs)[1] for _, pairs in sorted(entry.passes.items())]
@@ -253,7 +295,7 @@ def run_job(job: Job) -> dict[str, Any]:
 def merge(entry: Entry, job: Job, parts: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     """One entry's row from its jobs' parts."""
     head = {"store": entry.store, "workload": entry.label, "gpu": entry.gpu, "grid_points": entry.grid_points,
-            "grid_shapes": len(entry.candidates), "passes": entry.grid_passes, "budget": job.budget}
+            "grid_shapes": len(entry.candidates), "passes": entry.grid_passes, "budget": job.budget, "slots": job.slots}
     if any("error" in p for p in parts):
         return {**head, "error": "the grid cannot be fitted"}
     noisy = [row for p in parts for row in p["noisy"]]
@@ -343,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--share", type=float, default=0.2, help="the budget as a share of the grid's points")
     parser.add_argument("--need", type=int, default=95, help="replays in 100 that must reach the grid's pick")
     parser.add_argument("--confidence", type=float, default=0.9)
+    parser.add_argument("--slots", default="1,4", help="replay with K slots (points in flight at once), e.g. 1,4")
+    parser.add_argument("--passes", type=int, default=None,
+                        help="each shape's measurements, as `sizer sweep --passes` (default: once, again where asked)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--compare", type=Path, metavar="LIVE",
@@ -352,16 +397,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare is not None:
         return compare_live(args.compare, args.stores, args.confidence, args.json)
     try:
+        slot_counts = [int(k) for k in args.slots.split(",")]
         with tempfile.TemporaryDirectory() as tmp:
             entries = [e for path in (args.stores or default_stores()) for e in load_entries(path, Path(tmp))]
-        rows = run_all(entries, args.replays, args.share, args.confidence, args.workers)
-    except SizerError as exc:
+        tables = {k: run_all(entries, args.replays, args.share, args.confidence, args.workers, slots=k,
+                             passes=args.passes) for k in slot_counts}
+    except (SizerError, ValueError) as exc:
         print(f"adaptive_replay: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"skipped": SKIPPED, "rows": [r for rows in tables.values() for r in rows]}, indent=2))
         return 0
-    return 0 if print_table(rows, args.need, args.share) else 1
+    for line in SKIPPED:
+        print(f"skipped: {line}")
+    holds = True
+    for k, rows in tables.items():
+        print(f"\n{k} slot{'s' if k > 1 else ''}:")
+        holds = print_table(rows, args.need, args.share) and holds
+    return 0 if holds else 1
 
 
 def compare_live(live: Path, grids: list[Path], confidence: float, as_json: bool) -> int:
@@ -404,11 +457,11 @@ def compare_live(live: Path, grids: list[Path], confidence: float, as_json: bool
 
 
 def run_all(entries: list[Entry], replays: int, share: float, confidence: float, workers: int,
-            chunk: int = 25, cache: bool = True) -> list[dict[str, Any]]:
-    """Every entry's row, its replays in chunks spread over `workers` processes (`cache`: each
-    process fits a group of points once, `cache_fits`)."""
+            chunk: int = 25, cache: bool = True, slots: int = 1, passes: int | None = DEFAULT_PASSES) -> list[dict[str, Any]]:
+    """Every entry's row at `slots` slots, its replays in chunks spread over `workers` processes
+    (`cache`: each process fits a group of points once, `cache_fits`)."""
     t0 = time.monotonic()
-    jobs = [Job(e, first, min(first + chunk, replays), share, confidence)
+    jobs = [Job(e, first, min(first + chunk, replays), share, confidence, slots, passes)
             for e in entries for first in range(0, max(replays, 1), chunk)]
     if workers <= 1:
         if cache:

@@ -2,7 +2,8 @@
 
 A point's spread is (max - min) / median of the rates of its window's sub-windows
 (workloads/stats.py). A point whose spread exceeds the noisy threshold (workloads.stats.NOISY_SPREAD
-unless --threshold says) is flagged noisy, and so is one whose window came out short. Per store,
+unless --threshold says) is flagged noisy; a window that came out short is counted apart (its rates
+may agree to the percent: a disk-throttled point's rounds come slowly). Per store,
 host and workload this prints the usable points, their median measured steps, the median, 90th and
 95th percentile and largest spread, the short windows, and how many points the threshold flags.
 The threshold is set above what an idle host gives (docs/PERFORMANCE.md, "The noisy threshold").
@@ -71,7 +72,8 @@ def read_points(path: Path) -> list[dict[str, Any]]:
 
 
 def flagged(point: dict[str, Any], threshold: float) -> bool:
-    return point["spread"] > threshold or point["short"]
+    """Noisy: its windows spread past the threshold (a short window is counted apart, `short`)."""
+    return point["spread"] > threshold
 
 
 def summarize(points: list[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
@@ -96,7 +98,8 @@ def summarize(points: list[dict[str, Any]], threshold: float) -> list[dict[str, 
 def render(rows: list[dict[str, Any]], threshold: float) -> str:
     head = (f"{'host':<18} {'workload':<24} {'points':>6} {'steps':>6} {'median':>7} {'p90':>7} {'p95':>7} "
             f"{'max':>7} {'short':>5} {'flagged':>8}")
-    lines = [f"spread of sub-window rates; flagged: over {threshold:.0%} or a short window", head, "-" * len(head)]
+    lines = [f"spread of sub-window rates; flagged: over {threshold:.0%}; short: windows that came out short", head,
+             "-" * len(head)]
     for r in rows:
         lines.append(f"{r['host']:<18} {r['workload']:<24} {r['points']:>6} {r['median_steps']:>6.0f} "
                      f"{r['median']:>7.1%} {r['p90']:>7.1%} {r['p95']:>7.1%} {r['max']:>7.1%} {r['short']:>5} "

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from sizer.command_job import DEFAULT_NAME, CommandJob, command_options_problem, define_command_job
@@ -65,7 +66,7 @@ def render_point(data: dict[str, Any]) -> None:
     table.add_column("value")
     status = data["status"]
     colour = "green" if status == "ok" else ("yellow" if status == "noisy" else "red")
-    table.add_row("status", styled((status, colour)))
+    table.add_row("status", styled((status, colour), "".join(f"; {m}" for m in data.get("marks") or ())))
     table.add_row("throughput", f"{_fmt_rate(data['throughput'])} {data['unit']} (spread {data['spread']:.1%})")
     table.add_row("bottleneck", data["bottleneck"] or "-")
     c = data["counters"]
@@ -190,13 +191,16 @@ def plan_lines(plan: dict[str, Any], adaptive: bool = False) -> list[str]:
 
 def adaptive_line(outline: dict[str, Any]) -> str:
     """An adaptive sweep's dry run: the table is the grid it chooses from, and this is what it may take."""
-    each = "; ".join(f"{e['workload']}: at most {e['at_most']} measurements of {e['grid_shapes']} shapes"
+    each = "; ".join(f"{escape(e['workload'])}: at most {e['at_most']} measurements of {e['grid_shapes']} shapes"
                      for e in outline["entries"])
     cap = f"--max-points {outline['max_points']}" if outline["max_points"] else "no --max-points"
     passes = outline["passes"]
-    return (f"adaptive: measures the grid above one shape at a time where the answer can still change, each "
-            f"{passes} time{'s' if passes > 1 else ''}, and stops when it cannot ({cap}; {each}): "
-            f"{outline['at_most']} at most, measuring only")
+    each_shape = ("each once, again where its windows spread or the pick turns on it" if passes is None
+                  else f"each {passes} time{'s' if passes > 1 else ''}")
+    return (f"adaptive: measures the grid above one shape at a time where the answer can still change, "
+            f"{each_shape}, and stops when it cannot ({cap}; {each}): "
+            f"{outline['at_most']} at most, measuring only"
+            + (f"; {outline['slots']} slots at once: {outline['at_most_in_slots']}" if outline.get("slots") else ""))
 
 
 def render_dry_run(data: dict[str, Any]) -> None:
@@ -349,7 +353,8 @@ Passes = Annotated[Optional[int], typer.Option(
          "its reverse, later ones shuffled anew); the model and the report take each shape's median. For "
          "hosts whose speed drifts over minutes (shared VMs). Default on a GPU: 2 and --refine 3 on a virtual "
          "machine or where the start calibration spreads by more than 10%, else 1; without a GPU: 1. With "
-         "--strategy adaptive: the measurements of each shape it takes (default 2).")]
+         "--strategy adaptive: the measurements of each shape it takes (default: once, and again where its windows "
+         "spread or the pick turns on it).")]
 GpuCounts = Annotated[Optional[str], typer.Option(
     "--gpus",
     help="GPU counts of the shapes, e.g. 1,2,4 (default 1): training runs data-parallel, inference and "
@@ -383,11 +388,18 @@ Interference = Annotated[Optional[int], typer.Option(
          "parallel against alone per shape, and the load factor judges instances of several GPUs. Default 2; 0: off.")]
 Strategy = Annotated[str, typer.Option(
     "--strategy",
-    help="grid: measure every shape of the grid. adaptive: per workload, start from a few shapes (the GPU "
-         "ceiling, the largest and smallest vCPU counts on the fastest and slowest disk), then take one "
-         "shape at a time where the recommendation or the knee can still change, each measured --passes "
-         "times (default 2), and stop when they hold at both ends of the ranges (docs/design.md, "
-         "\"Adaptive sweeps\").")]
+    help="grid: measure every shape of the grid. adaptive: per workload, start from the GPU ceiling and the "
+         "largest and smallest vCPU counts on the fastest disk at the largest RAM, then take one shape at a time "
+         "where the recommendation or the knee can still change (other disk classes and RAM levels only where "
+         "they decide the pick), each once and again where its windows spread or the pick turns on it "
+         "(--passes N: N times each), and stop when they hold at both ends of the ranges. With --parallel K, "
+         "each free slot takes the next point of the entry with the fewest measurements, so K searches' points "
+         "run at once (docs/design.md, \"Adaptive sweeps\").")]
+SkipUnavailable = Annotated[bool, typer.Option(
+    "--skip-unavailable",
+    help="Leave out a workload whose Python modules (in its own interpreter) or whose dataset's are missing, "
+         "measure the others, and name it in the report with what to install. Without it such a workload stops "
+         "the sweep before any work, in one line naming the package.")]
 MaxPoints = Annotated[Optional[int], typer.Option(
     "--max-points",
     metavar="N",
@@ -441,6 +453,7 @@ def sweep(
     max_points: MaxPoints = None,
     colocate: ColocateOption = None,
     share: ShareOption = DEFAULT_SHARING,
+    skip_unavailable: SkipUnavailable = False,
     ray: RayAddress = None,
     fleet_targets: FleetTargets = None,
     fleet_node_wait: FleetNodeWait = None,
@@ -471,6 +484,7 @@ def sweep(
       sizer sweep --workloads resnet50-train --strategy adaptive --max-points 12 --max-time 9m
 
       sizer sweep --workloads resnet50-train,ptb-lstm-train --vcpus 8,16 --ram 64G --colocate resnet50-train+ptb-lstm-train
+      sizer sweep --workloads resnet50-train,resnet50-infer,ptb-lstm-train --strategy adaptive --parallel 4
 
       sizer sweep --command 'python train.py --workers {workers}' --name my-train --vcpus 4,8,16 --ram 32G
       --disks local-nvme,standard --data /data/imagenet
@@ -496,8 +510,9 @@ def sweep_options(
     no_calibrate: bool, limits: str | None, max_time: str | None, cpu_quota: bool, repeat_noisy: float | None,
     passes: int | None, refine: int | None, gpus: str | None, vcpus_per_gpu: str | None, command: str | None,
     name: str | None, metric_regex: str | None, unit: str | None, parallel: int | None, interference: int | None,
-    strategy: str, max_points: int | None, ray: str | None, fleet_targets: str | None, fleet_node_wait: str | None,
-    fleet_whole_node: bool, colocate: list[str] | None = None, share: str = DEFAULT_SHARING,
+    strategy: str, max_points: int | None, skip_unavailable: bool, ray: str | None, fleet_targets: str | None,
+    fleet_node_wait: str | None, fleet_whole_node: bool, colocate: list[str] | None = None,
+    share: str = DEFAULT_SHARING,
 ) -> Any:
     """`sizer sweep`'s options checked and gathered into SweepOptions (a SizerError names the first problem)."""
     problem = command_options_problem(command, workloads is not None, name, metric_regex, unit, "--workloads")
@@ -541,6 +556,7 @@ def sweep_options(
         max_points=max_points,
         colocate=list(colocate or []),
         gpu_sharing=share,
+        skip_unavailable=skip_unavailable,
     )
     if opts.fleet is not None and opts.colocate:
         raise SizerError("--colocate measures its pairs on this host: it does not go with --ray")

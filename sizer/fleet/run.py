@@ -48,7 +48,7 @@ class _Task:
 
 def _check_options(opts: SweepOptions) -> None:
 
-    check_strategy(opts.strategy, opts.max_points, opts.passes, opts.refine, opts.gpus, opts.parallel, opts.fleet)
+    check_strategy(opts.strategy, opts.max_points, opts.passes, opts.refine, opts.gpus, opts.fleet)
     if opts.refine:
         raise SizerError("--refine is not available with --ray: a fleet measures each target's grid as planned")
     if opts.parallel is not None and opts.parallel > 1:

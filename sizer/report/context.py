@@ -43,6 +43,7 @@ from sizer.values import jsonable, significant
 
 RESULTS_SCHEMA_VERSION = 1
 CPU_SMALL = "cpu-small"
+LEFT_OUT_KEY = "left_out"  # sizer.sweep.dependencies.LEFT_OUT_KEY (the report does not import the sweep)
 
 
 # ---------------------------------------------------------------------------- hosts, limits, profile
@@ -81,6 +82,17 @@ def _host_summary(host_id: int, host: dict[str, Any]) -> dict[str, Any]:
         } if path else None,
         "disk_probe": host.get("disk_probe") or host.get("fio"),
     }
+
+
+def left_out(sweeps: Sequence[SweepRow]) -> list[dict[str, str]]:
+    """The workloads a sweep planned but left out (`sizer sweep --skip-unavailable`), each with why
+    and what to install: the newest sweep's word on each."""
+    out: dict[str, dict[str, str]] = {}
+    for sweep in sorted(sweeps, key=lambda s: s.id, reverse=True):
+        for item in (sweep.calibration or {}).get(LEFT_OUT_KEY) or []:
+            if isinstance(item, dict) and item.get("workload"):
+                out.setdefault(str(item["workload"]), {k: str(item.get(k, "")) for k in ("workload", "reason", "install")})
+    return list(out.values())
 
 
 def _hosts(sweeps: Sequence[SweepRow]) -> list[dict[str, Any]]:
@@ -339,6 +351,7 @@ def build_context(
         "workloads": workloads,
         # `--gpu any`: each sized workload's GPU types by cost per million samples (null when not asked)
         "gpu_ranking": [wl["gpu_ranking"] for wl in workloads if "gpu_ranking" in wl] if rank_gpus else None,
+        "left_out": left_out(sweeps),  # planned, not measured: a module or interpreter missing (--skip-unavailable)
         "side_by_side": side_by_side(workloads),  # several hosts' answers per workload, None for one host
         "catalog": _catalog_summary(catalog, catalog_files),
         "hosts": hosts,

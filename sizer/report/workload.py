@@ -38,6 +38,7 @@ def _point_row(p: Point, predicted: float | None) -> dict[str, Any]:
         "input": p.input,
         "profile": p.profile,
         "status": p.status,
+        "marks": list(p.marks),  # what else marks the figure: a short window, a busy host (not noise)
         "usable": p.usable,
         "measured": p.throughput,
         "predicted": significant(predicted, 6),
@@ -172,6 +173,7 @@ def _header(name: str, points: Sequence[Point], fit: WorkloadFit | None, cpu_cos
         "warnings": quality_warnings(points, fit, cpu_cost) + method_notes(points),
         "busy_host": bool(busy_host_signs(points)),
         "n_noisy": sum(1 for p in usable if p.status == "noisy"),
+        "marked": dict(Counter(m.split(" (")[0] for p in usable for m in p.marks)),  # e.g. {"short window": 4}
     }
 
 

@@ -2,7 +2,9 @@
 
 Order of work (nothing is measured before every input is known good):
   1. plan and validate (`plan`): workloads, profiles, shapes against the host, disk classes, data
-     path, worker interpreters (a SizerError, exit 2, names the first problem);
+     path, worker interpreters and the modules each workload and its dataset import
+     (`dependencies`; a SizerError, exit 2, names what to install, or `--skip-unavailable` leaves
+     the workload out);
   2. take the per-host lock; remove limit groups left by a killed sweep (`execute`);
   3. probe the host, open the store, start (or resume) the sweep;
   4. prepare datasets once (`data`); calibrate one vCPU (cpu-calibrate) once per host (`calibration`);
@@ -13,9 +15,9 @@ Order of work (nothing is measured before every input is known good):
      passes are stored, fit each workload and measure once more its N shapes the model predicts
      worst (`refine`); with `--parallel K`, up to K one-GPU points at once, each in a slot of its
      own GPU, cores and dataset copy, committed by the main thread as they end (`parallel`,
-     `placement`); with `--colocate A+B` (or `sizer colocate`), then each pair of jobs on halves of
-     one instance at once on one GPU, and each job alone on its half (`pairs`, `colocate`,
-     `gpu_share`);
+     `placement`, `slot_copies`); an adaptive sweep feeds its points as slots free up (`adaptive_run`);
+     with `--colocate A+B` (or `sizer colocate`), then each pair of jobs on halves of one instance at
+     once on one GPU, and each job alone on its half (`pairs`, `colocate`, `gpu_share`);
   6. hand back a summary naming the store and the sweep (`outputs`); the command layer then writes
      report.html, results.json and points.csv (`sizer.report`: the sweep never imports it).
 The run's state, shared by the grid, the adaptive loop (`adaptive_run`) and the parallel runner,

@@ -1,10 +1,13 @@
-"""`sizer sweep --strategy adaptive`: the adaptive loop (`sizer.sweep.adaptive`) over a sweep's run.
+"""`sizer sweep --strategy adaptive`: the adaptive searches (`sizer.sweep.adaptive`) over a sweep's run.
 
-Per workload entry of the plan, in plan order: ask the chooser for the next shape given what the
-store holds of the entry, measure it through the sweep's own `visit` (limits, commit point by
-point, the time limit of `--max-time`), and go on until the chooser stops or the slice has no time
-for the next point. What stopped each entry is kept in the sweep's record (`record`), where the
-report finds it: the shapes measured and how often, the shapes the model predicts, and why it stopped.
+Every workload entry of the plan has a search; together they feed the sweep's measuring one point
+at a time (`AdaptiveFeed`): a free slot (one, or K with `--parallel K`) takes the next point of the
+search with the fewest measurements, asked given what the store holds of its entry and which of its
+points are in flight. Each point is measured through the sweep's own `visit` or parallel runner
+(limits, commit point by point, the time limit of `--max-time`), until every search stops or the
+slice has no time for the next point. What stopped each entry is kept in the sweep's record
+(`record`), where the report finds it: the shapes measured and how often, the shapes the model
+predicts, and why it stopped.
 
 The chooser sees only the stored points, in the order they were stored: a killed sweep resumed with
 `--resume` makes the same choices.
@@ -12,7 +15,7 @@ The chooser sees only the stored points, in the order they were stored: a killed
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from sizer.diskclasses import DiskClass
 from sizer.facts import with_facts
@@ -49,39 +52,91 @@ def stored_pairs(sweep: SweepRun, entry: Entry) -> list[tuple[str, Point]]:
 
 
 def measure_adaptively(sweep: SweepRun) -> None:
-    """Each entry's adaptive loop on an opened, prepared sweep (`sizer.sweep.state.SweepRun`)."""
+    """Every entry's search on an opened, prepared sweep (`sizer.sweep.state.SweepRun`), fed point by
+    point to its measuring (`AdaptiveFeed`): one at a time, or with --parallel K in K slots at once."""
     entries = plan_entries(sweep.plan.points)
     terms = adaptive_terms(sweep.store, sweep.sweep_id, sweep.opts, sweep.plan.disk_table)
+    feed = AdaptiveFeed(sweep, [Search(sweep, e, AdaptiveChooser(e.candidates, terms)) for e in entries])
     most = sum(entry_most(e, terms.max_points, terms.passes) for e in entries)
-    stored = {e.label: len(stored_pairs(sweep, e)) for e in entries}
-    sweep.completed = sum(stored.values())
+    sweep.completed = sum(len(search.stored()) for search in feed.searches)
     sweep.bar.grow(max(most, sweep.completed) - sweep.bar.total)
-    record: dict[str, Any] = {}
-    for entry in entries:
-        step = _run_entry(sweep, entry, AdaptiveChooser(entry.candidates, terms))
-        record[entry.label] = entry_record(entry, stored_pairs(sweep, entry), step)
-        keep_record(sweep, record)
-        if step.stopped == STOP_TIME:
-            for later in entries[entries.index(entry) + 1:]:
-                record[later.label] = entry_record(later, stored_pairs(sweep, later), Step(
-                    None, "the time limit came first: the same command with --resume goes on", None, STOP_TIME))
-            keep_record(sweep, record)
-            break
-    sweep.summary["adaptive"] = record
+    sweep.measure_fed(feed)
+    feed.finish()
+    sweep.summary["adaptive"] = feed.record
 
 
-def _run_entry(sweep: SweepRun, entry: Entry, chooser: AdaptiveChooser) -> Step:
-    """Measure the chooser's shapes until it stops or the slice has no time left; the last step."""
-    while True:
-        step = chooser.step(stored_pairs(sweep, entry))
-        if step.point is None:
-            sweep.bar.note(f"{entry.label}: adaptive sweep stopped ({step.stopped}): {step.why}")
-            return step
-        sweep.bar.note(f"{entry.label}: next {step.point.label()}: {step.why}")
-        sweep.visit(step.point)
-        if sweep.left or step.point.key not in sweep.store.point_keys(sweep.sweep_id):
-            return Step(None, "the time limit came before the next point: the same command with --resume goes on",
-                        step.answer, STOP_TIME)
+class Search:
+    """One entry's search in a sweep: its chooser, and its last step once it stopped."""
+
+    def __init__(self, sweep: SweepRun, entry: Entry, chooser: AdaptiveChooser):
+        self.sweep, self.entry, self.chooser = sweep, entry, chooser
+        self.bases = {c.key for c in entry.candidates}
+        self.last: Step | None = None
+        self._stored: tuple[int, list[tuple[str, Point]]] = (-1, [])
+
+    def stored(self) -> list[tuple[str, Point]]:
+        """The entry's stored (key, point) pairs in the order they were stored (read again only once
+        the sweep has stored more)."""
+        if self._stored[0] != len(self.sweep.done):
+            self._stored = (len(self.sweep.done), stored_pairs(self.sweep, self.entry))
+        return self._stored[1]
+
+    def owns(self, point: PlannedPoint) -> bool:
+        return shape_key(point.key) in self.bases
+
+
+class AdaptiveFeed:
+    """The entries' searches as one feed of points (`sizer.sweep.state.PointFeed`). A free slot takes
+    the next point of the search that most needs one: of those with a point to measure now, the one
+    with the fewest measurements stored and in flight (the first in plan order on a tie), so K slots
+    run K searches' points at once. Each search keeps its own choices (`AdaptiveChooser.step`: at most
+    one choice that depends on its measurements in flight), budget and resume."""
+
+    def __init__(self, sweep: SweepRun, searches: list[Search]):
+        self.sweep, self.searches = sweep, searches
+        self.record: dict[str, Any] = {}
+
+    def candidates(self) -> list[PlannedPoint]:
+        return [c for search in self.searches if search.last is None for c in search.entry.candidates]
+
+    def next(self, in_flight: Sequence[PlannedPoint]) -> PlannedPoint | None:
+        if self.sweep.left:  # the slice has no time for more: every search still going stops here
+            for search in self.searches:
+                if search.last is None and not any(search.owns(p) for p in in_flight):
+                    self._stop(search, Step(None, "the time limit came first: the same command with --resume goes on",
+                                            search.chooser.answer(search.stored()), STOP_TIME))
+            return None
+        going = [(len(search.stored()) + sum(search.owns(p) for p in in_flight), i, search)
+                 for i, search in enumerate(self.searches) if search.last is None]
+        for _, _, search in sorted(going, key=lambda t: t[:2]):
+            mine = [p.key for p in in_flight if search.owns(p)]
+            step = search.chooser.step(search.stored(), mine)
+            if step.point is not None:
+                self.sweep.bar.note(f"{search.entry.label}: next {step.point.label()}: {step.why}")
+                return step.point
+            if not step.waiting:
+                self._stop(search, step)
+        return None
+
+    def _stop(self, search: Search, step: Step) -> None:
+        search.last = step
+        self.sweep.bar.note(f"{search.entry.label}: adaptive sweep stopped ({step.stopped}): {step.why}")
+        self._keep()
+
+    def finish(self) -> None:
+        """Every search's record kept, a search the measuring left without a stop (a time limit met
+        with its points in flight) as stopped by the time limit."""
+        for search in self.searches:
+            if search.last is None:
+                search.last = Step(None, "the time limit came first: the same command with --resume goes on",
+                                   search.chooser.answer(search.stored()), STOP_TIME)
+        self._keep()
+
+    def _keep(self) -> None:
+        for search in self.searches:
+            if search.last is not None:
+                self.record[search.entry.label] = entry_record(search.entry, search.stored(), search.last)
+        keep_record(self.sweep, self.record)
 
 
 def entry_record(entry: Entry, measured: list[tuple[str, Any]], step: Step) -> dict[str, Any]:
@@ -107,10 +162,5 @@ def _shape_label(point: PlannedPoint) -> str:
 
 
 def keep_record(sweep: SweepRun, record: dict[str, Any]) -> None:
-    """Store the adaptive record in the sweep's calibration record, where the host's speed entries
-    go too (the dict they are written from gets it as well, so a later entry keeps it)."""
-    current = next((s.calibration for s in sweep.store.sweeps() if s.id == sweep.sweep_id), None) or {}
-    current[RECORD_KEY] = record
-    if sweep.host_speed.calibration:
-        sweep.host_speed.calibration[RECORD_KEY] = record
-    sweep.store.set_calibration(sweep.sweep_id, current)
+    """Store the adaptive record in the sweep's calibration record (`SweepRun.keep`)."""
+    sweep.keep(RECORD_KEY, record)

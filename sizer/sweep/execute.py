@@ -11,12 +11,14 @@ from typing import Any
 from sizer.errors import SizerError
 from sizer.limits import cleanup_leftovers
 from sizer.lock import HostLock
+from sizer.method import current_marks
 from sizer.store import Store
 from sizer.sweep.adaptive_run import measure_adaptively
 from sizer.sweep.colocate import PairRunner
 from sizer.sweep.data import prepare_datasets
+from sizer.sweep.dependencies import LEFT_OUT_KEY, DependencyCheck
 from sizer.sweep.measure import measure_point
-from sizer.sweep.outputs import count_statuses, dry_run_summary
+from sizer.sweep.outputs import about_minutes, count_statuses, dry_run_summary
 from sizer.sweep.parallel import ParallelRunner, parallel_summary, plan_parallel
 from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan, load_workload_classes, plan_sweep
 from sizer.sweep.signals import stop_on_signals
@@ -24,11 +26,18 @@ from sizer.sweep.state import OnPoint, SweepRun, host_info
 
 
 def _add_calibration_workload(plan: SweepPlan, opts: SweepOptions) -> None:
+    """The calibration's workload, where it is installed and its modules are here (else a note)."""
     if opts.calibrate and CALIBRATION_WORKLOAD not in plan.classes:
         try:
-            plan.classes.update(load_workload_classes([CALIBRATION_WORKLOAD]))
+            classes = load_workload_classes([CALIBRATION_WORKLOAD])
         except SizerError:
             plan.notes.append(f"no {CALIBRATION_WORKLOAD} workload installed: this sweep has no calibration")
+            return
+        missing = DependencyCheck(plan.profile).entry(CALIBRATION_WORKLOAD, classes[CALIBRATION_WORKLOAD], {})
+        if missing is not None:
+            plan.notes.append(f"this sweep has no calibration: {missing.line()}")
+            return
+        plan.classes.update(classes)
 
 
 def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | None = None) -> dict[str, Any]:
@@ -45,8 +54,12 @@ def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
         if parallel is not None:
             planned["parallel"] = parallel.outline()
             planned["notes"] = [*planned["notes"], *parallel.notes]
+            if planned.get("adaptive"):  # its searches share the slots: the most they take, spread over them
+                slots = len(parallel.slots)
+                planned["adaptive"].update(slots=slots, at_most_in_slots=about_minutes(
+                    planned["adaptive"]["at_most_seconds"] / slots))
         return planned
-    summary: dict[str, Any] = {"profile": plan.profile, "points": [], "notes": plan.notes}
+    summary: dict[str, Any] = {"profile": plan.profile, "points": [], "notes": plan.notes, "left_out": plan.left_out}
     started = time.monotonic()
     with HostLock(opts.lock_path), stop_on_signals():
         summary["leftovers_removed"] = cleanup_leftovers()
@@ -55,11 +68,13 @@ def run_sweep(opts: SweepOptions, progress: bool = True, on_point: OnPoint | Non
         with Store(plan.store) as store:
             sweep = SweepRun(plan, opts, store, summary, started, on_point, progress)
             if parallel is not None:
-                sweep.measure_many = ParallelRunner(sweep, parallel).run
+                runner = ParallelRunner(sweep, parallel)
+                sweep.measure_many, sweep.feed_many = runner.run, runner.run_fed
             if plan.pairs:
                 sweep.measure_pairs = PairRunner(sweep).run
             sweep.open(host)
             sweep.prepare()
+            sweep.keep(LEFT_OUT_KEY, plan.left_out or None)  # the report names each workload left out
             sweep.measure_all(measure_adaptively if opts.strategy == "adaptive" else None)
             sweep.finish()
             if parallel is not None:
@@ -106,6 +121,7 @@ def run_single(
         "gpus": point.shape.gpus,
         "profile": plan.profile,
         "status": r.status,
+        "marks": list(current_marks(r)),
         "throughput": r.throughput,
         "unit": r.unit,
         "spread": r.spread,

@@ -7,6 +7,7 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
+from sizer.method import current_marks, current_status
 from sizer.shapes import PlannedPoint
 from sizer.sweep.pairs import pair_outline
 from sizer.sweep.plan import CALIBRATION_WORKLOAD, SweepOptions, SweepPlan
@@ -20,10 +21,12 @@ def _point_identity(point: PlannedPoint) -> dict[str, Any]:
 
 
 def stored_point_summary(point: PlannedPoint, row: Any) -> dict[str, Any]:
-    """The row of a point a resumed sweep found stored."""
+    """The row of a point a resumed sweep found stored, its status and marks by this sizer's rules."""
+    result = Result.from_json(row["result"])
     return {
         **_point_identity(point),
-        "status": row["status"],
+        "status": current_status(row["status"], float(row["spread"]), result),
+        "marks": list(current_marks(result)),
         "throughput": row["throughput"],
         "unit": row["unit"],
         "spread": row["spread"],
@@ -39,6 +42,7 @@ def point_summary(point: PlannedPoint, result: Result, wall_s: float | None, ski
         **_point_identity(point),
         "stored": skipped,
         "status": result.status,
+        "marks": list(current_marks(result)),  # what else marks the figure: a short window, a busy host
         "throughput": result.throughput,
         "unit": result.unit,
         "spread": result.spread,

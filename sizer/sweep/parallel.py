@@ -20,29 +20,25 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from sizer import cache
 from sizer.diskclasses import DiskClass
 from sizer.errors import SizerError
 from sizer.interference import parallel_context
-from sizer.limits import block_device_for
 from sizer.points import USABLE_STATUSES
 from sizer.runner import PointRun
 from sizer.shapes import PlannedPoint
 from sizer.store import Store
-from sizer.sweep.data import Dataset, dataset_bytes_estimate, dataset_dir, prepare_datasets
+from sizer.sweep.data import prepare_datasets
 from sizer.sweep.outputs import about_minutes
 from sizer.sweep.placement import Place, Slot, check_slots_fit, plan_slots, read_topology
 from sizer.sweep.plan import SweepOptions, SweepPlan
 from sizer.sweep.signals import STOP, check_stop
-from sizer.sweep.state import SweepRun
+from sizer.sweep.slot_copies import DatasetCopy, check_copy_space, make_copies, plan_copies, reads, slot_kinds
+from sizer.sweep.state import PointFeed, SweepRun
 from sizer.units import GIB, format_bytes
 
 # Serial until a multi-GPU host has measured what points beside each other cost
@@ -53,7 +49,6 @@ from sizer.units import GIB, format_bytes
 # sweeps are asked for (--parallel K), never assumed, and carry their interference check.
 DEFAULT_PARALLEL = 1
 DEFAULT_INTERFERENCE = 2  # shapes a parallel sweep measures alone as well
-COPY_MARGIN_BYTES = GIB // 4  # free space left beside the copies
 POLL_S = 0.5  # how often the main thread looks for a stop while points run
 
 
@@ -69,24 +64,17 @@ def alone_key(key: str) -> str:
 
 
 # ---------------------------------------------------------------- the plan: slots, copies, checks
-@dataclass(frozen=True)
-class DatasetCopy:
-    """Slot `slot`'s copy of a dataset, and the bytes it still needs on disk (0: already there)."""
-    kind: str
-    slot: int
-    source: Path
-    target: Path
-    missing_bytes: int
-
-
 @dataclass
 class ParallelSetup:
-    """A parallel sweep's slots, its dataset copies and the planned points also measured alone."""
+    """A parallel sweep's slots, its dataset copies and the planned points also measured alone (or,
+    where points are fed as slots free up, how many of the first started)."""
     slots: list[Slot]
     copies: list[DatasetCopy]
     checks: list[str]
     notes: list[str] = field(default_factory=list)
     copy_seconds: float = 0.0  # spent making the copies in this run
+    copy_bytes: int = 0  # written by the copies made in this run
+    checks_as_started: int = 0  # fed points (an adaptive sweep's): the first this many started are checked
     estimated_seconds: float = 0.0  # the whole sweep's, as `estimate_s` gives it
 
     def estimate_s(self, plan: SweepPlan, calibrate: bool) -> float:
@@ -103,6 +91,7 @@ class ParallelSetup:
             "dataset_copies": [{"dataset": c.kind, "slot": c.slot, "path": str(c.target), "bytes_to_copy": c.missing_bytes}
                                for c in self.copies],
             "copy_seconds": round(self.copy_seconds, 1),
+            "copy_bytes": self.copy_bytes,
             "estimated_seconds": round(self.estimated_seconds, 1),
         }
 
@@ -129,17 +118,22 @@ def plan_parallel(plan: SweepPlan, opts: SweepOptions) -> ParallelSetup | None:
     check_slots_fit(slots, max(p.shape.vcpus for p in one_gpu), plan.cpus.threads)
     _check_ram(count, max(p.shape.ram_bytes for p in one_gpu), plan.host_ram)
     copies = plan_copies(plan, slots)
-    _check_copy_space(plan, copies, count)
+    check_copy_space(plan, copies, count)
     wanted = DEFAULT_INTERFERENCE if opts.interference is None else opts.interference
-    setup = ParallelSetup(slots, copies, choose_checks(plan.points, wanted, plan.disk_table))
+    if opts.strategy == "adaptive":  # its points are chosen as it goes: the first ones started are checked
+        setup = ParallelSetup(slots, copies, [], checks_as_started=wanted)
+    else:
+        setup = ParallelSetup(slots, copies, choose_checks(plan.points, wanted, plan.disk_table))
     copy_bytes = sum(c.missing_bytes for c in copies)
     setup.estimated_seconds = setup.estimate_s(plan, opts.calibrate)
+    checked = len(setup.checks) or setup.checks_as_started
     setup.notes.append(f"--parallel {count}: " + "; ".join(slot.describe() for slot in slots) + "; the whole sweep "
-                       f"{about_minutes(setup.estimated_seconds)}, {len(setup.checks)} shape(s) measured "
-                       "alone as well (--interference)")
+                       f"{about_minutes(setup.estimated_seconds)}, {checked} shape(s) measured alone as well (--interference)")
     if copies:
-        setup.notes.append(f"dataset copies for slots 1 to {count - 1} (made once, then reused): {format_bytes(copy_bytes)} "
-                           f"to copy into {', '.join(sorted({str(c.target.parent) for c in copies}))}")
+        which = ", ".join(f"{c.kind} to slot {c.slot}" for c in copies)
+        setup.notes.append(f"dataset copies for the slots that read them ({which}; made once, then reused): "
+                           f"at most {format_bytes(copy_bytes)} to copy into "
+                           f"{', '.join(sorted({str(c.target.parent) for c in copies}))}, before the points that read them")
     return setup
 
 
@@ -154,7 +148,7 @@ def _fitting_default(plan: SweepPlan, one_gpu: list[PlannedPoint]) -> int:
             slots = plan_slots(topology, count)
             check_slots_fit(slots, max(p.shape.vcpus for p in one_gpu), plan.cpus.threads)
             _check_ram(count, max(p.shape.ram_bytes for p in one_gpu), plan.host_ram)
-            _check_copy_space(plan, plan_copies(plan, slots), count)
+            check_copy_space(plan, plan_copies(plan, slots), count)
         except SizerError:
             continue
         return count
@@ -208,116 +202,6 @@ def _disk_speed_rank(name: str, disk_table: Mapping[str, DiskClass]) -> tuple[fl
     return (bw, iops)
 
 
-# ---------------------------------------------------------------- dataset copies
-def copy_target(data_dir: Path, kind: str, slot: int) -> Path:
-    """Where slot `slot` (1 or more) reads its copy of `kind`: <data>.slot-i/<kind>, beside the
-    data folder, never in it: the `files` dataset is the data folder itself, so a copy inside would
-    be read by slot 0 and copied into every other slot's `files` copy."""
-    return data_dir.with_name(f"{data_dir.name}.slot-{slot}") / kind
-
-
-def _marker(target: Path) -> Path:
-    return target.with_name(target.name + ".copied.json")
-
-
-def fingerprint(folder: Path) -> dict[str, int]:
-    """The files under `folder` and their bytes: a copy with the same is current."""
-    files = list(cache.dataset_files(folder))
-    return {"files": len(files), "bytes": sum(f.stat().st_size for f in files)}
-
-
-def copy_is_current(source: Path, target: Path, prints: dict[str, int] | None = None) -> bool:
-    """Whether `target` is a current copy of `source` (`prints`: its fingerprint, if taken already)."""
-    try:
-        if not target.is_dir():
-            return False
-        return json.loads(_marker(target).read_text()) == (fingerprint(source) if prints is None else prints)
-    except (OSError, ValueError):
-        return False
-
-
-def plan_copies(plan: SweepPlan, slots: list[Slot]) -> list[DatasetCopy]:
-    """Each extra slot's copy of each dataset of the plan; the bytes one not yet made needs (the
-    dataset's own size, or its estimate before it is generated)."""
-    copies = []
-    for kind in plan.datasets:
-        source = dataset_dir(plan.data_dir, kind)
-        prints = fingerprint(source) if source.is_dir() else {"files": 0, "bytes": 0}  # one walk per dataset
-        exists = prints["files"] > 0
-        size = prints["bytes"] if exists else dataset_bytes_estimate(kind, plan.profile)
-        for slot in slots[1:]:
-            target = copy_target(plan.data_dir, kind, slot.index)
-            current = exists and copy_is_current(source, target, prints)
-            copies.append(DatasetCopy(kind, slot.index, source, target, 0 if current else size))
-    return copies
-
-
-def _existing_parent(path: Path) -> Path:
-    while not path.exists():
-        path = path.parent
-    return path
-
-
-def copy_space_problem(need: int, free: int, count: int, data_dir: Path) -> str | None:
-    """Why copies of `need` bytes do not fit in `free` (leaving COPY_MARGIN_BYTES), or None."""
-    if need and need + COPY_MARGIN_BYTES > free:
-        return (f"--parallel {count}: the slots' dataset copies need {format_bytes(need)} on the disk of {data_dir}, "
-                f"which has {format_bytes(free)} free: free some space or give a smaller --parallel")
-    return None
-
-
-def _check_copy_space(plan: SweepPlan, copies: list[DatasetCopy], count: int) -> None:
-    """The copies can be written, on the disk of the data (its throttle is theirs), and fit there."""
-    if not copies:
-        return
-    anchor = _existing_parent(copies[0].target)
-    if not os.access(anchor, os.W_OK):
-        raise SizerError(f"--parallel {count}: the slots' dataset copies cannot be written under {anchor}")
-    if plan.device is not None and block_device_for(anchor) != plan.device:
-        raise SizerError(f"--parallel {count}: the slots' dataset copies would lie under {anchor}, on another "
-                         f"disk than the data ({plan.data_dir}), so its disk class would not hold for them; give "
-                         f"--data a folder inside that disk (e.g. {plan.data_dir / 'sizer-data'}): copies lie beside it")
-    problem = copy_space_problem(sum(c.missing_bytes for c in copies), shutil.disk_usage(anchor).free, count, plan.data_dir)
-    if problem:
-        raise SizerError(problem)
-
-
-def ensure_copy(source: Path, target: Path, prints: dict[str, int] | None = None) -> bool:
-    """Make `target` a copy of `source` (new files, so pages of their own), unless a current one is
-    there; whether it copied now. Copied beside the target, then moved in: a copy cut short is never
-    taken for a whole one. `prints`: the source's fingerprint, if taken already."""
-    if prints is None:
-        prints = fingerprint(source)
-    if copy_is_current(source, target, prints):
-        return False
-    marker = _marker(target)
-    marker.unlink(missing_ok=True)
-    shutil.rmtree(target, ignore_errors=True)
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(source, partial, copy_function=shutil.copyfile)
-    os.replace(partial, target)
-    marker.write_text(json.dumps(prints))  # taken before copying: a source changed meanwhile is copied again
-    cache.evict(target)  # the copy's pages go from the host's cache: each point evicts its copy anyway
-    return True
-
-
-def slot_datasets(datasets: dict[str, Dataset], slot: int, data_dir: Path, note: Callable[[str], None]) -> dict[str, Dataset]:
-    """The datasets a point in slot `slot` reads: the sweep's own in slot 0, else the slot's copies."""
-    if slot == 0:
-        return dict(datasets)
-    out = {}
-    for kind, dataset in datasets.items():
-        target = copy_target(data_dir, kind, slot)
-        prints = fingerprint(dataset.path)
-        if not copy_is_current(dataset.path, target, prints):
-            note(f"slot {slot}: copying the {kind} dataset ({format_bytes(dataset.nbytes)}) to {target}")
-            ensure_copy(dataset.path, target, prints)
-        out[kind] = Dataset(kind, target, {**dataset.info, "path": str(target)})
-    return out
-
-
 # ---------------------------------------------------------------- measuring
 @dataclass
 class _Flight:
@@ -335,12 +219,13 @@ class ParallelRunner:
         self.alone_due: list[tuple[PlannedPoint, Slot]] = []
         self.places: dict[int, Place] = {}
         self.checks = set(setup.checks)
+        self.held: PlannedPoint | None = None  # a fed point waiting for a slot that can take it
 
     def run(self, points: list[PlannedPoint]) -> None:
         """Measure and commit every point not stored yet: each one-GPU point in the first free slot,
         a point of several GPUs (and an entry of the host's speed) with nothing else running."""
         self.sweep.bar.slots = len(self.setup.slots)
-        self._prepare_places()
+        self._prepare_places(points)
         queue = self._order(points)
         self._resume_checks()
         with ThreadPoolExecutor(len(self.setup.slots), thread_name_prefix="sizer-slot") as pool:
@@ -352,22 +237,80 @@ class ParallelRunner:
                 STOP.set()  # every point in flight ends now, removing its group, before the pool closes
                 raise
 
-    def _prepare_places(self) -> None:
-        """Each slot's CPUs, GPU and datasets (the copies made here, once)."""
-        if self.places:
-            return
+    def run_fed(self, feed: PointFeed) -> None:
+        """Measure and commit the points `feed` gives as slots free up (an adaptive sweep's: each
+        point may depend on the ones before it), each one-GPU point in a free slot holding its
+        dataset, until the feed has none and nothing is in flight."""
+        self.sweep.bar.slots = len(self.setup.slots)
+        self._prepare_places(feed.candidates())
+        self._resume_checks()
+        with ThreadPoolExecutor(len(self.setup.slots), thread_name_prefix="sizer-slot") as pool:
+            try:
+                while True:
+                    self._dispatch_fed(pool, feed)
+                    if not self.flying and not self.alone_due:
+                        return
+                    self._collect()
+            except BaseException:
+                STOP.set()  # every point in flight ends now, removing its group, before the pool closes
+                raise
+
+    def _dispatch_fed(self, pool: ThreadPoolExecutor, feed: PointFeed) -> None:
+        """Start what may start now: an alone measurement or a due entry of the host's speed once
+        nothing runs, else a point of the feed in each free slot holding its dataset; a point no free
+        slot can take waits in `held`, before the feed is asked again."""
         sweep = self.sweep
-        for note in self.setup.notes:
-            sweep.bar.note(note)
-        if sweep.plan.datasets and not sweep.datasets:  # only alone measurements left: no point prepared them
+        while True:
+            check_stop()
+            if self.alone_due:
+                if self.flying:
+                    return
+                self._measure_alone(*self.alone_due.pop(0))
+                continue
+            if not self.free or (sweep.host_speed.due() and self.flying):
+                return
+            point = self.held or feed.next([f.point for f in self.flying.values()])
+            self.held = None
+            if point is None:
+                return
+            if point.shape.gpus > 1:
+                if self.flying:
+                    self.held = point
+                    return
+                sweep.visit(point)
+                continue
+            kind = reads(sweep.plan, point)
+            slot = next((s for s in self.free if not kind or kind in self.places[s.index].datasets), None)
+            if slot is None:
+                self.held = point
+                return
+            if not sweep.begin(point):
+                continue  # stored, or the slice has no time left (the feed sees `sweep.left`)
+            if len(self.checks) < self.setup.checks_as_started and not point.ceiling:
+                self.checks.add(point.key)
+            self.free.remove(slot)
+            self._start(pool, point, slot)
+
+    def _prepare_places(self, points: list[PlannedPoint]) -> None:
+        """Each slot's CPUs, GPU and datasets: the copies `points` (those not stored yet) will read,
+        made now where they are not there yet (`slot_copies`), with nothing in flight."""
+        sweep = self.sweep
+        if not self.places:
+            for note in self.setup.notes:
+                sweep.bar.note(note)
+        left = [p for p in points if p.key not in sweep.done and p.shape.gpus == 1]
+        wanted = slot_kinds(sweep.plan, left, self.setup.slots)
+        if any(wanted.values()) and not sweep.datasets:  # only alone measurements left: no point prepared them
             sweep.datasets = prepare_datasets(sweep.plan.dataset_needs())
-        datasets = {kind: d for kind, d in sweep.datasets.items() if kind in sweep.plan.datasets}
-        t0 = time.monotonic()
+        for slot in self.setup.slots:  # what a slot holds already stays: a later call may read it again
+            held = self.places[slot.index].datasets if slot.index in self.places else {}
+            wanted[slot.index] = tuple(sorted(set(wanted[slot.index]) | set(held)))
+        datasets, cost = make_copies(sweep.datasets, wanted, sweep.plan.data_dir, sweep.bar.note)
         for slot in self.setup.slots:
             gpus = None if slot.gpu is None else (slot.gpu.index,)
-            self.places[slot.index] = Place(slot.cpus, gpus, slot_datasets(datasets, slot.index, sweep.plan.data_dir,
-                                                                           sweep.bar.note))
-        self.setup.copy_seconds += time.monotonic() - t0
+            self.places[slot.index] = Place(slot.cpus, gpus, datasets[slot.index])
+        self.setup.copy_seconds += cost.seconds
+        self.setup.copy_bytes += cost.bytes
 
     def _order(self, points: list[PlannedPoint]) -> list[PlannedPoint]:
         """The interference checks first (they run beside other points), points of several GPUs last."""
@@ -376,9 +319,13 @@ class ParallelRunner:
             p for p in points if p.shape.gpus > 1]
 
     def _resume_checks(self) -> None:
-        """Checks whose parallel measurement a sweep cut short stored without its one alone."""
+        """Checks whose parallel measurement a sweep cut short stored without its one alone (a fed
+        sweep's checks are the stored points marked as such)."""
         by_key = {p.key: p for p in self.sweep.plan.points}
-        for key in self.setup.checks:
+        if self.setup.checks_as_started:
+            self.checks |= {key for key, row in self.sweep.stored.items() if "#alone" not in key
+                            and json.loads(row["result"]).get("extra", {}).get("interference_check")}
+        for key in sorted(self.checks):
             row = self.sweep.stored.get(key)
             if row is None or alone_key(key) in self.sweep.done or row["status"] not in USABLE_STATUSES:
                 continue
@@ -402,18 +349,35 @@ class ParallelRunner:
                     self._measure_alone(*self.alone_due.pop(0))
                     continue
                 return
-            point = queue[0]
-            if point.key in sweep.done:
+            if queue[0].key in sweep.done:
                 sweep.visit(queue.pop(0))  # reported as stored
                 continue
-            alone = point.shape.gpus > 1 or sweep.host_speed.due()
-            if (alone and self.flying) or (not alone and not self.free):
+            found = self._next_fit(queue)
+            if found is None:
                 return
-            queue.pop(0)
+            index, slot = found
+            point = queue[index]
+            if (point.shape.gpus > 1 or sweep.host_speed.due()) and self.flying:
+                return
+            queue.pop(index)
             if point.shape.gpus > 1:
                 sweep.visit(point)
             elif sweep.begin(point):
-                self._start(pool, point, self.free.pop(0))
+                assert slot is not None
+                self.free.remove(slot)
+                self._start(pool, point, slot)
+
+    def _next_fit(self, queue: list[PlannedPoint]) -> tuple[int, Slot | None] | None:
+        """The first waiting point a free slot holds the dataset of, and that slot (None for a point
+        of several GPUs, which runs alone); None where no free slot can take one."""
+        for index, point in enumerate(queue):
+            if point.shape.gpus > 1:
+                return index, None
+            kind = reads(self.sweep.plan, point)
+            slot = next((s for s in self.free if not kind or kind in self.places[s.index].datasets), None)
+            if slot is not None and point.key not in self.sweep.done:
+                return index, slot
+        return None
 
     def _start(self, pool: ThreadPoolExecutor, point: PlannedPoint, slot: Slot) -> None:
         flight = _Flight(point, slot, time.monotonic())
@@ -481,6 +445,8 @@ def parallel_summary(setup: ParallelSetup, store: Store, sweep_id: int) -> dict[
 def describe_parallel(summary: dict[str, Any]) -> str:
     """One line on a parallel sweep's slots and its interference check."""
     line = f"parallel: {len(summary.get('slots') or [])} slots"
+    if summary.get("copy_bytes"):
+        line += f"; dataset copies {format_bytes(summary['copy_bytes'])} in {summary.get('copy_seconds', 0):.0f} s"
     measured = summary.get("measured") or {}
     checks = [c for c in measured.get("checks") or [] if c.get("difference") is not None]
     if checks:

@@ -20,7 +20,6 @@ from sizer.levels import DEFAULT_CONFIDENCE
 from sizer.limits import LimitBackend, block_device_for, detect_backend
 from sizer.preflight import check_out_folder, check_store_file
 from sizer.probe import hypervisor
-from sizer.runner import interpreter_for
 from sizer.shapes import (
     MAX_PASSES,
     HostCpus,
@@ -35,6 +34,7 @@ from sizer.shapes import (
 )
 from sizer.sweep import defaults
 from sizer.sweep.data import DATASET_IMAGES, GENERATED_DATASETS, DatasetNeeds
+from sizer.sweep.dependencies import DependencyCheck, refusal
 from sizer.sweep.gpu_share import DEFAULT_SHARING, check_sharing
 from sizer.sweep.pairs import PlannedPair, fastest_disk, halve_cpus, pairs_estimate_s, parse_pairs, plan_pairs
 from sizer.sweep.strategy import adaptive_passes, check_strategy
@@ -103,6 +103,7 @@ class SweepOptions:
     colocate: list[str] = field(default_factory=list)
     gpu_sharing: str = DEFAULT_SHARING
     pairs_only: bool = False  # `sizer colocate`: the pairs alone, no grid of each job alone
+    skip_unavailable: bool = False  # leave out a workload whose modules are missing, instead of refusing the sweep
 
 
 @dataclass
@@ -131,6 +132,8 @@ class SweepPlan:
     pairs: list[PlannedPair] = field(default_factory=list)  # measured after the grid (sizer.sweep.colocate)
     slots: int | None = None  # the slots of `--parallel` the default grid chose (fewer, wider); None: as asked
     sold_vcpus: list[int] = field(default_factory=list)  # the target GPU's sold vCPUs per GPU (defaults.sold_vcpu_levels)
+    # Workload entries left out (--skip-unavailable): `dependencies.Unavailable.as_dict` each.
+    left_out: list[dict[str, str]] = field(default_factory=list)
 
     def apply_start_spread(self, spread: float | None) -> bool:
         """Take the plan's points of more passes where the sweep's start calibration spread by more
@@ -252,20 +255,38 @@ def _check_settings(name: str, cls: type[Workload], profile: str, settings: dict
 
 def _checked_classes(parsed: list[tuple[str, dict[str, Any]]], profile: str,
                      overrides: dict[str, Any]) -> dict[str, type[Workload]]:
-    """The workload classes of the entries, each with the profile, its interpreter, the entry's
-    settings and the settings of every point (`--set`) checked."""
+    """The workload classes of the entries, each with the profile, the entry's settings and the
+    settings of every point (`--set`) checked (its interpreter and modules: `_available`)."""
     classes = load_workload_classes(list(dict.fromkeys(name for name, _ in parsed)))
     for name, cls in classes.items():
         if profile not in cls.defaults:
             raise SizerError(f"workload {name} has no profile {profile!r} (has {', '.join(sorted(cls.defaults))})")
         _check_settings(name, cls, profile, overrides, source="--set: ")
-        interpreter_for(cls.interpreter)  # a missing MXNet environment is refused now, not mid-sweep
     for name, variant in parsed:
         _check_settings(name, classes[name], profile, variant)
         problem = classes[name].config_problem(profile, {**overrides, **variant})
         if problem:
             raise SizerError(f"workload {name}: {problem}")
     return classes
+
+
+def _available(entries: list[str], parsed: list[tuple[str, dict[str, Any]]], classes: dict[str, type[Workload]],
+               profile: str, overrides: dict[str, Any], skip: bool) -> tuple[list[tuple[str, dict[str, Any]]], list[Any]]:
+    """The entries whose modules (in their own interpreter) and datasets' modules are all here, and
+    those left out; without `skip`, any left out refuses the plan in one line."""
+    check = DependencyCheck(profile)
+    kept, left_out = [], []
+    for entry, (name, variant) in zip(entries, parsed):
+        missing = check.entry(entry, classes[name], {**overrides, **variant})
+        if missing is None:
+            kept.append((name, variant))
+        else:
+            left_out.append(missing)
+    if left_out and not skip:
+        raise SizerError(refusal(left_out))
+    if not kept:
+        raise SizerError("no workload of the plan can run here: " + "; ".join(u.line() for u in left_out))
+    return kept, left_out
 
 
 # ---------------------------------------------------------------- shapes, data and limits
@@ -480,12 +501,14 @@ def _plan_identity(
 
 def plan_sweep(opts: SweepOptions) -> SweepPlan:
     """Everything checked, nothing run: the points, the host's CPUs and the limit backend."""
-    check_strategy(opts.strategy, opts.max_points, opts.passes, opts.refine, opts.gpus, opts.parallel, opts.fleet)
+    check_strategy(opts.strategy, opts.max_points, opts.passes, opts.refine, opts.gpus, opts.fleet)
     profile = resolve_profile(opts.profile)
     colocated = parse_pairs(opts.colocate)
     entries = _entries(opts, profile, colocated)
     parsed = [parse_workload_entry(e) for e in entries]
     classes = _checked_classes(parsed, profile, opts.config)
+    parsed, left_out = _available(entries, parsed, classes, profile, opts.config, opts.skip_unavailable)
+    classes = {name: cls for name, cls in classes.items() if any(name == n for n, _ in parsed)}
     disks, disk_table = _checked_disks(opts, profile)
     check_target_gpu(opts)
     cpus, host_ram = host_cpus(), host_ram_bytes()
@@ -514,6 +537,7 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
 
     points = [] if opts.pairs_only else points_of(chosen.passes)
     notes.extend(gpu_notes + level_notes)
+    notes.extend(f"left out (--skip-unavailable): {u.line()}" for u in left_out)
     on_spread = None if chosen.on_spread is None else (points_of(chosen.on_spread[0]), *chosen.on_spread)
     _check_repeat_spread(opts)
     store = Path(opts.store) if opts.store else (Path(opts.out_dir or DEFAULT_OUT) / STORE_NAME)
@@ -551,6 +575,7 @@ def plan_sweep(opts: SweepOptions) -> SweepPlan:
         pairs=planned_pairs,
         slots=slots,
         sold_vcpus=sold,
+        left_out=[u.as_dict() for u in left_out],
     )
 
 

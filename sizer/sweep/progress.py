@@ -33,7 +33,8 @@ def outcome_text(row: dict[str, Any]) -> str:
         return f"{status}: {row['error']}" if row.get("error") else status
     rate = row["throughput"]
     figure = f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
-    return f"{status}, {figure} {row.get('unit', '')} (spread {row.get('spread') or 0.0:.1%})"
+    marks = "".join(f"; {mark}" for mark in row.get("marks") or ())
+    return f"{status}, {figure} {row.get('unit', '')} (spread {row.get('spread') or 0.0:.1%}{marks})"
 
 
 class SweepProgress:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, Sequence
 
 from sizer.console import styled
 from sizer.errors import SizerError
@@ -35,6 +35,21 @@ from sizer.sweep.timeline import HostSpeed, describe, start_spread
 OnPoint = Callable[[dict[str, Any]], None]
 # How a run measures a list of points besides one after another (`--parallel`: side by side).
 MeasureMany = Callable[[list[PlannedPoint]], None]
+
+
+class PointFeed(Protocol):
+    """Points given one at a time as they are wanted (an adaptive sweep's: each may depend on the
+    measurements before it): `next` is asked whenever a slot is free, with the points in flight;
+    None means none now (a later call, once one of those has ended, may give one). `candidates`:
+    every point it may give (the datasets and slot copies they read are made ready for them)."""
+
+    def next(self, in_flight: Sequence[PlannedPoint]) -> PlannedPoint | None: ...
+
+    def candidates(self) -> list[PlannedPoint]: ...
+
+
+# How a run measures the points of a feed besides one after another (`--parallel`: side by side).
+FeedMany = Callable[[PointFeed], None]
 
 
 # ---------------------------------------------------------------- the host
@@ -100,6 +115,7 @@ class SweepRun:
         self.measure_many: MeasureMany | None = None  # --parallel: points side by side (`sizer.sweep.parallel`)
         self.measure_pairs: Callable[[], None] | None = None  # --colocate: after the grid (`sizer.sweep.colocate`)
         self.host: dict[str, Any] = {}  # the host record (`host_info`) once the sweep is open
+        self.feed_many: FeedMany | None = None  # --parallel: a feed's points side by side
 
     def open(self, host: dict[str, Any]) -> None:
         """Start the sweep, or with --resume take up the newest one of the same plan on this host."""
@@ -231,6 +247,14 @@ class SweepRun:
         else:
             self.measure_many(points)
 
+    def measure_fed(self, feed: PointFeed) -> None:
+        """The points `feed` gives, each in turn, or with --parallel side by side as slots free up."""
+        if self.feed_many is not None:
+            self.feed_many(feed)
+            return
+        while (point := feed.next([])) is not None:
+            self.visit(point)
+
     def refine(self) -> None:
         """`--refine`: measure once more the shapes chosen from the passes' measurements alone, so a
         resumed sweep chooses the same."""
@@ -323,6 +347,22 @@ class SweepRun:
             self.bar.note(f"{point.label()}: windows spread {run.result.spread:.0%}, measuring it again")
             run = keep_steadier(run, measure_point(self.plan, point, datasets, cpus=cpus, gpus=gpus))
         return run
+
+    def keep(self, key: str, value: Any) -> None:
+        """Keep `value` under `key` in the sweep's calibration record, where the host's speed entries
+        go too and the report finds it (the dict those entries are written from gets it as well, so a
+        later entry keeps it); None removes the key."""
+        current = next((s.calibration for s in self.store.sweeps() if s.id == self.sweep_id), None) or {}
+        if value is None and key not in current:
+            return
+        for record in (current, self.host_speed.calibration):
+            if (record is not current and not record) or (value is None and key not in record):
+                continue
+            if value is None:
+                del record[key]
+            else:
+                record[key] = value
+        self.store.set_calibration(self.sweep_id, current)
 
     def finish(self) -> None:
         """Close the sweep, unless a slice left points to go (`complete` says which in the summary)."""

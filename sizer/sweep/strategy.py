@@ -11,12 +11,14 @@ from sizer.errors import SizerError
 from sizer.shapes import MAX_PASSES, PlannedPoint
 from sizer.variants import Variant
 
-DEFAULT_PASSES = 2  # measurements of each shape an adaptive sweep takes, as a grid's passes
+# Measurements of each shape an adaptive sweep takes without --passes: None, one and a second where
+# its spread or the answer's sensitivity to it asks (`sizer.sweep.adaptive`).
+DEFAULT_PASSES: int | None = None
 STRATEGIES = ("grid", "adaptive")
 
 
 def check_strategy(strategy: str, max_points: int | None, passes: int | None, refine: int | None,
-                   gpus: list[int] | None, parallel: int | None, fleet: Any) -> None:
+                   gpus: list[int] | None, fleet: Any) -> None:
     """`--strategy` and `--max-points` and what an adaptive sweep cannot be combined with."""
     if strategy not in STRATEGIES:
         raise SizerError(f"--strategy wants one of {', '.join(STRATEGIES)}, got {strategy!r}")
@@ -33,8 +35,9 @@ def check_strategy(strategy: str, max_points: int | None, passes: int | None, re
                          "leave out --refine")
     if gpus and sorted(set(gpus)) != [1]:
         raise SizerError("--strategy adaptive sizes one GPU's shapes: leave out --gpus")
-    if parallel not in (None, 1) or fleet is not None:
-        raise SizerError("--strategy adaptive measures one point at a time: leave out --parallel and --ray")
+    if fleet is not None:
+        raise SizerError("--strategy adaptive chooses each point from the ones stored before it, on this host: "
+                         "leave out --ray (--parallel K measures K points at once here)")
 
 
 @dataclass
@@ -63,13 +66,15 @@ def plan_entries(points: list[PlannedPoint]) -> list[Entry]:
     return list(entries.values())
 
 
-def adaptive_passes(passes: int | None) -> int:
-    """The measurements an adaptive sweep takes of each shape: --passes, else DEFAULT_PASSES."""
+def adaptive_passes(passes: int | None) -> int | None:
+    """The measurements an adaptive sweep takes of each shape: --passes, else DEFAULT_PASSES (None:
+    one, and a second where asked)."""
     return DEFAULT_PASSES if passes is None else passes
 
 
-def entry_most(entry: Entry, max_points: int | None, passes: int) -> int:
-    """The most measurements an adaptive sweep takes of an entry: every shape's passes (its GPU
-    ceiling once), or --max-points where fewer."""
-    grid = sum(1 if c.ceiling else passes for c in entry.candidates)
+def entry_most(entry: Entry, max_points: int | None, passes: int | None) -> int:
+    """The most measurements an adaptive sweep takes of an entry: every shape's passes (two where
+    passes are not fixed; its GPU ceiling once), or --max-points where fewer."""
+    each = 2 if passes is None else passes
+    grid = sum(1 if c.ceiling else each for c in entry.candidates)
     return grid if max_points is None else min(max_points, grid)

@@ -20,6 +20,7 @@ re-exports the names its callers use.
 from __future__ import annotations
 
 from workloads.formats.readers import (
+    FORMAT_MODULES,
     FORMATS,
     IMAGE_EXTENSIONS,
     ImageFolder,
@@ -48,6 +49,7 @@ from workloads.formats.records import (
 from workloads.formats.writers import LmdbWriter, RecordIOWriter, TarShardWriter, open_writer, pack_records
 
 __all__ = [
+    "FORMAT_MODULES",
     "FORMATS",
     "IMAGE_EXTENSIONS",
     "RECORDIO_MAGIC",

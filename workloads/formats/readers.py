@@ -20,6 +20,13 @@ from typing import Any, overload
 from workloads.formats.records import decode_datum, read_recordio_at, unpack_irheader
 
 FORMATS = ("files", "lmdb", "rec", "tar")
+# What reading or writing a format imports beyond the standard library.
+FORMAT_MODULES = {"lmdb": ("lmdb",)}
+
+
+def with_format_modules(modules: tuple[str, ...], fmt: Any) -> tuple[str, ...]:
+    """`modules` and those reading or writing format `fmt` needs (`Workload.modules_for`)."""
+    return tuple(dict.fromkeys(modules + FORMAT_MODULES.get(str(fmt), ())))
 IMAGE_EXTENSIONS = (".jpeg", ".jpg", ".png")
 
 Record = tuple[bytes, int]
