@@ -190,7 +190,7 @@ def plan_lines(plan: dict[str, Any], adaptive: bool = False) -> list[str]:
 
 def adaptive_line(outline: dict[str, Any]) -> str:
     """An adaptive sweep's dry run: the table is the grid it chooses from, and this is what it may take."""
-    each = "; ".join(f"{e["workload"]}: at most {e['at_most']} measurements of {e['grid_shapes']} shapes"
+    each = "; ".join(f"{e['workload']}: at most {e['at_most']} measurements of {e['grid_shapes']} shapes"
                      for e in outline["entries"])
     cap = f"--max-points {outline['max_points']}" if outline["max_points"] else "no --max-points"
     passes = outline["passes"]
