@@ -9,6 +9,7 @@ run) it judges the same from what it can read, and writes nothing.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from sizer.errors import SizerError
 from sizer.limits.affinity import AffinityBackend
@@ -37,32 +38,16 @@ def detect_backend(prefer: str | None = None, look_only: bool = False) -> LimitB
     if wanted in _cache:
         return _cache[wanted]
     if look_only:
-        return _looked_backend(wanted)
-    backend: LimitBackend | None = None
-    if wanted == "affinity":
-        backend = AffinityBackend()
-    else:
-        for name in ([wanted] if wanted != "auto" else ["cgroup-v2", "cgroup-v1"]):
-            cls = _CLASSES[name]
-            if not cls.present():
-                if wanted != "auto":
-                    raise SizerError(f"limit backend {name}: no such cgroup hierarchy is mounted here")
-                continue
-            candidate = cls()
-            if candidate.usable():
-                backend = candidate
-                break
-            if wanted != "auto":
-                why = "needs root" if os.geteuid() != 0 else "no writable cpuset or cpu controller"
-                raise SizerError(f"limit backend {name} cannot create limit groups here ({why})")
-        if backend is None:
-            backend = AffinityBackend()
+        # Judged from what can be read: a hierarchy whose cpuset or cpu controller shows.
+        return _chosen_backend(wanted, lambda candidate: bool({"cpuset", "cpu"} & set(candidate.look())))
+    backend = _chosen_backend(wanted, lambda candidate: candidate.usable())
     _cache[wanted] = backend
     return backend
 
 
-def _looked_backend(wanted: str) -> LimitBackend:
-    """`detect_backend`'s choice judged from what can be read (`look`), nothing written."""
+def _chosen_backend(wanted: str, works: Callable[[CgroupV2Backend | CgroupV1Backend], bool]) -> LimitBackend:
+    """The first cgroup backend (v2, then v1, or the one named) that `works`, else affinity.
+    A named backend that is missing or does not work is an error."""
     if wanted == "affinity":
         return AffinityBackend()
     for name in ([wanted] if wanted != "auto" else ["cgroup-v2", "cgroup-v1"]):
@@ -72,7 +57,7 @@ def _looked_backend(wanted: str) -> LimitBackend:
                 raise SizerError(f"limit backend {name}: no such cgroup hierarchy is mounted here")
             continue
         candidate = cls()
-        if {"cpuset", "cpu"} & set(candidate.look()):
+        if works(candidate):
             return candidate
         if wanted != "auto":
             why = "needs root" if os.geteuid() != 0 else "no writable cpuset or cpu controller"
