@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_parallel_sweep import ROOT, SIZER, groups_of, processes_of
+from test_parallel_sweep import ROOT, SIZER, groups_of, processes_of, start_and_wait_for_two_in_flight
 from test_sweep import stored
 
 from sizer.diskclasses import load_disk_classes
@@ -91,26 +91,12 @@ def test_two_entries_searches_run_side_by_side_with_a_serial_sweeps_choices(cli,
     assert summary["parallel"]["slots"] and groups_of(os.getpid()) == set()
 
 
-def start_and_wait_for_two_in_flight(args: list[str], store: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([*SIZER, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if store.exists() and len(stored(store)) >= 1 and len(groups_of(proc.pid)) == 2:
-            return proc
-        if proc.poll() is not None:
-            pytest.fail(f"the sweep ended early: {proc.communicate()}")
-        time.sleep(0.05)
-    proc.kill()
-    pytest.fail("the sweep never had two points in flight")
-
-
 @pytest.mark.cgroup
 @pytest.mark.slow
 def test_a_killed_parallel_adaptive_sweep_resumes_without_measuring_anything_twice(tmp_path):
     store = tmp_path / "s.sqlite"
     args = sweep_args(tmp_path)
-    first = start_and_wait_for_two_in_flight(args, store)
+    first = start_and_wait_for_two_in_flight(args, store, 1)
     first.send_signal(signal.SIGKILL)
     first.wait()
     first.communicate()

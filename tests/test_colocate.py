@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_parallel_sweep import SIZER, groups_of, processes_of
+from test_parallel_sweep import SIZER, groups_of, processes_of, start_and_wait_for_two_in_flight
 from test_sweep import stored
 
 from sizer.diskclasses import load_disk_classes
@@ -86,20 +86,6 @@ def test_two_jobs_share_one_instance_each_on_its_half_named_with_its_partner(cli
     assert record["r_ab"] == pytest.approx(record["jobs"][0]["alone"] / record["jobs"][0]["shared"], rel=1e-3)
 
 
-def start_and_wait(args: list[str], store: Path, committed: int) -> subprocess.Popen:
-    """A sweep in a process of its own, once `committed` points are stored and both jobs of a pair run."""
-    proc = subprocess.Popen([*SIZER, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if store.exists() and len(stored(store)) >= committed and len(groups_of(proc.pid)) == 2:
-            return proc
-        if proc.poll() is not None:
-            pytest.fail(f"the sweep ended early: {proc.communicate()}")
-        time.sleep(0.05)
-    proc.kill()
-    pytest.fail("the sweep never ran a pair's two jobs at once")
-
-
 @pytest.mark.cgroup
 @pytest.mark.slow
 def test_a_sweep_killed_mid_pair_resumes_without_losing_or_measuring_again(tmp_path):
@@ -109,7 +95,7 @@ def test_a_sweep_killed_mid_pair_resumes_without_losing_or_measuring_again(tmp_p
             *base(tmp_path)]
     # The grid (cpu-spin, and cpu-spin:processes=1 which its pair adds), the first pair and cpu-spin alone:
     # five points; then the second pair's two jobs run.
-    first = start_and_wait(args, store, 5)
+    first = start_and_wait_for_two_in_flight(args, store, 5)
     first.send_signal(signal.SIGKILL)
     first.wait()
     first.communicate()

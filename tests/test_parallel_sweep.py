@@ -128,9 +128,11 @@ def test_two_slots_measure_side_by_side_on_disjoint_cpus_and_store_every_point(c
 
 
 def start_and_wait_for_two_in_flight(args: list[str], store: Path, committed: int) -> subprocess.Popen:
-    """A sweep in a process of its own, once `committed` points are stored and two more run."""
-    proc = subprocess.Popen([*SIZER, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 90
+    """A sweep in a process of its own, once `committed` points are stored and two limit groups of
+    its (two points, or a pair's two jobs) run at once."""
+    proc = subprocess.Popen([*SIZER, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if store.exists() and len(stored(store)) >= committed and len(groups_of(proc.pid)) == 2:
             return proc
@@ -138,7 +140,7 @@ def start_and_wait_for_two_in_flight(args: list[str], store: Path, committed: in
             pytest.fail(f"the sweep ended early: {proc.communicate()}")
         time.sleep(0.05)
     proc.kill()
-    pytest.fail("the sweep never had two points in flight")
+    pytest.fail("the sweep never had two limit groups at once")
 
 
 KILL_PLAN = ("--workloads", "cpu-spin", "--ram", "256M,512M", "--disks", "local-nvme,standard", "--interference", "0")
